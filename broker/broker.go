@@ -1,0 +1,173 @@
+// Package broker runs the embedded Kafka-protocol cluster that eos uses by
+// default: franz-go's kfake, listening on real TCP ports, optionally persisted
+// to a directory so that topics, committed offsets and transaction state
+// survive a restart.
+//
+// The embedded cluster is a convenience for trying eos and for its tests. It
+// speaks the same protocol as Apache Kafka, so everything that works against
+// it is expected to work against a real cluster through --brokers; what it
+// does not have is replication across machines, so it proves nothing about
+// durability when a disk dies.
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Config describes an embedded cluster. The zero value is usable: one node on
+// a random loopback port, in memory, with no injected latency.
+type Config struct {
+	// Listen is host:port of the first node; node i listens on port+i.
+	// A port of 0 picks random free ports. Empty means 127.0.0.1:0.
+	Listen string
+
+	// Nodes is the number of brokers; 0 means 1.
+	Nodes int
+
+	// DataDir persists the cluster's state; empty keeps it in memory.
+	DataDir string
+
+	// RTT is a round-trip time injected on every connection: each response
+	// is held back by RTT before it is written, without slowing the bytes
+	// themselves. Loopback round trips are microseconds, which hides the
+	// per-transaction cost that eos exists to minimise; an RTT makes the
+	// embedded cluster behave like a network.
+	RTT time.Duration
+
+	// MinSessionTimeout lowers the smallest group session timeout the
+	// brokers accept (Kafka's group.min.session.timeout.ms, 6s by default),
+	// so that tests and demos can expire members quickly. 0 keeps 6s.
+	MinSessionTimeout time.Duration
+
+	// BrokerConfigs are passed through as broker-level configs, for example
+	// transaction.max.timeout.ms.
+	BrokerConfigs map[string]string
+
+	// Logger receives the cluster's own warnings and errors; nil discards.
+	Logger *slog.Logger
+
+	// Faults, if set, can break connections right after the broker has
+	// handled a request (see Faults). Tests use it.
+	Faults *Faults
+
+	// Opts are further kfake options, applied last (fault injection, SASL,
+	// TLS and ACLs in tests).
+	Opts []kfake.Opt
+}
+
+// Broker is a running embedded cluster.
+type Broker struct {
+	c   *kfake.Cluster
+	cfg Config
+}
+
+// Start starts the cluster and returns once every node is listening.
+func Start(cfg Config) (*Broker, error) {
+	host, port, err := splitListen(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	nodes := cfg.Nodes
+	if nodes == 0 {
+		nodes = 1
+	}
+	if nodes < 0 || nodes > 16 {
+		return nil, fmt.Errorf("broker: --nodes must be between 1 and 16, got %d", nodes)
+	}
+	if cfg.RTT < 0 {
+		return nil, fmt.Errorf("broker: --rtt must not be negative, got %s", cfg.RTT)
+	}
+
+	ports := make([]int, nodes)
+	if port != 0 {
+		for i := range ports {
+			ports[i] = port + i
+		}
+	}
+	opts := []kfake.Opt{
+		kfake.Ports(ports...),
+		kfake.ClusterID("eos-embedded"),
+		kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			_, p, _ := net.SplitHostPort(addr)
+			ln, err := net.Listen(network, net.JoinHostPort(host, p))
+			if err != nil {
+				return nil, fmt.Errorf("broker: listening on %s: %w", net.JoinHostPort(host, p), err)
+			}
+			return &wrapListener{Listener: ln, rtt: cfg.RTT, faults: cfg.Faults}, nil
+		}),
+	}
+	if cfg.DataDir != "" {
+		opts = append(opts, kfake.DataDir(cfg.DataDir))
+	}
+	if cfg.MinSessionTimeout > 0 {
+		opts = append(opts, kfake.GroupMinSessionTimeout(cfg.MinSessionTimeout))
+	}
+	if len(cfg.BrokerConfigs) > 0 {
+		opts = append(opts, kfake.BrokerConfigs(cfg.BrokerConfigs))
+	}
+	if cfg.Logger != nil {
+		opts = append(opts, kfake.WithLogger(slogLogger{cfg.Logger}))
+	}
+	opts = append(opts, cfg.Opts...)
+
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("broker: starting embedded cluster: %w", err)
+	}
+	return &Broker{c: c, cfg: cfg}, nil
+}
+
+// Addrs returns the host:port of every node, in node order.
+func (b *Broker) Addrs() []string { return b.c.ListenAddrs() }
+
+// Cluster exposes the underlying kfake cluster for fault injection
+// (Control, Fault, MoveTopicPartition, ...). Tests use it; production code
+// should not need it.
+func (b *Broker) Cluster() *kfake.Cluster { return b.c }
+
+// RTT returns the injected round-trip time.
+func (b *Broker) RTT() time.Duration { return b.cfg.RTT }
+
+// Close stops the cluster. With a DataDir it first writes the state to disk,
+// so a later Start on the same directory resumes where this one stopped.
+func (b *Broker) Close() { b.c.Close() }
+
+func splitListen(listen string) (host string, port int, err error) {
+	if listen == "" {
+		return "127.0.0.1", 0, nil
+	}
+	h, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("broker: --listen %q is not host:port: %w", listen, err)
+	}
+	if h == "" {
+		h = "127.0.0.1"
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("broker: --listen %q has an invalid port", listen)
+	}
+	return h, port, nil
+}
+
+// slogLogger adapts slog to kfake's logger. Only warnings and errors are
+// forwarded: kfake's info level logs every request.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Logf(level kfake.LogLevel, msg string, args ...any) {
+	switch level {
+	case kfake.LogLevelError:
+		s.l.Error(fmt.Sprintf(msg, args...), "component", "broker")
+	case kfake.LogLevelWarn:
+		s.l.Warn(fmt.Sprintf(msg, args...), "component", "broker")
+	}
+}
+
+var errClosed = errors.New("broker: connection closed")

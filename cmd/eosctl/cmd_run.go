@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/eosctl/eos/pipeline"
+	"github.com/eosctl/eos/topologies"
+	"github.com/spf13/cobra"
+)
+
+func newRunCmd(g *globals) *cobra.Command {
+	var (
+		cfg    pipeline.Config
+		inputs string
+		events string
+		topo   topologies.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "run TOPOLOGY --app APP --instance ID --input TOPIC[,TOPIC...] --output TOPIC",
+		Short: "Run one exactly-once worker of a topology",
+		Long: `Runs one worker (one instance of an app). It consumes the input topics in the
+consumer group APP with read_committed, passes each record through TOPOLOGY,
+and commits the produced records and the consumed offsets in one transaction
+every --commit-interval (or every --max-txn-records records, if sooner).
+
+The worker's transactional.id and static group.instance.id are both
+"APP-ID": fixed, derived only from --app and --instance, never random. Run
+each instance with its own --instance (0, 1, 2... or $(hostname) in a
+Kubernetes StatefulSet) and restart it with the same one: the restart fences
+the old incarnation, aborts its open transaction, and resumes from the
+committed offsets. Two live workers with the same --instance is a zombie
+situation: the older one is fenced and exits with code 3.
+
+The output topic is created if missing (partitions: as the first input). Every
+output record carries an eos-idempotency-key header naming its source
+record, for consumers that cannot read with read_committed.
+
+SIGINT or SIGTERM commits the open transaction and exits 0.
+
+Topologies: ` + strings.Join(topologies.Names(), ", "),
+		Example: `  eosctl run passthrough --app copy --instance 0 --input in --output out
+  eosctl run passthrough --app copy --instance $(hostname) --input a,b --output out --commit-interval 1s`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usage(fmt.Errorf("run takes exactly one TOPOLOGY (one of: %s), got %d arguments", strings.Join(topologies.Names(), ", "), len(args)))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := topologies.Lookup(args[0])
+			if err != nil {
+				return usage(err)
+			}
+			if cfg.Logger, err = g.logger(); err != nil {
+				return err
+			}
+			if cfg.ClientOpts, err = g.clientOpts(); err != nil {
+				return err
+			}
+			cfg.StartTimeout = g.timeout
+			for _, in := range strings.Split(inputs, ",") {
+				if in = strings.TrimSpace(in); in != "" {
+					cfg.Inputs = append(cfg.Inputs, in)
+				}
+			}
+			if events != "" {
+				var w io.Writer = os.Stdout
+				if events != "-" {
+					f, err := os.OpenFile(events, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+					if err != nil {
+						return usage(fmt.Errorf("--events: %w", err))
+					}
+					defer f.Close()
+					w = f
+				}
+				cfg.OnEvent = pipeline.JSONEvents(w)
+			}
+			transform, err := t.New(topo)
+			if err != nil {
+				return usage(fmt.Errorf("topology %s: %w", t.Name, err))
+			}
+			w, err := pipeline.New(cfg, transform)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			cfg.Logger.Info("starting worker", "topology", t.Name, "transactional_id", w.TransactionalID(), "inputs", cfg.Inputs, "output", cfg.Output)
+			err = w.Run(ctx)
+			s := w.Stats()
+			cfg.Logger.Info("worker stopped", "committed", s.Committed.Load(), "aborted", s.Aborted.Load(), "consumed", s.Consumed.Load(), "produced", s.Produced.Load(), "reinits", s.Reinits.Load())
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.App, "app", "", "application name: the consumer group id and transactional.id prefix (required)")
+	f.StringVar(&cfg.Instance, "instance", "", "this worker's fixed instance id, e.g. 0 or $(hostname) (required)")
+	f.StringVar(&inputs, "input", "", "comma-separated input topics (required)")
+	f.StringVar(&cfg.Output, "output", "", "output topic (required; created if missing)")
+	f.Int32Var(&cfg.OutputPartitions, "output-partitions", 0, "partitions of the output topic if it is created (default: as the first input)")
+	f.DurationVar(&cfg.CommitInterval, "commit-interval", 0, "longest a transaction stays open (default 100ms)")
+	f.IntVar(&cfg.MaxTxnRecords, "max-txn-records", 0, "commit once a transaction has consumed this many records (0: no limit)")
+	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
+	f.DurationVar(&cfg.TransactionTimeout, "transaction-timeout", 0, "transaction.timeout.ms: the coordinator aborts a transaction open longer (default 60s)")
+	f.StringVar(&events, "events", "", `write lifecycle events (started, committed, aborted, reinit, fenced, stopped) as JSON lines to this file, or "-" for stdout`)
+	f.StringVar(&topo.Config, "config", "", "configuration file, for topologies that take one")
+	f.Float64Var(&cfg.AbortFraction, "test-abort-fraction", 0, "abort this fraction of transactions on purpose (testing only)")
+	_ = f.MarkHidden("test-abort-fraction")
+	for _, req := range []string{"app", "instance", "input", "output"} {
+		_ = cmd.MarkFlagRequired(req)
+	}
+	return cmd
+}

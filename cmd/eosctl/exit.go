@@ -1,0 +1,55 @@
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/fencing"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/eosctl/eos/txn"
+)
+
+// Exit codes, documented in the README and in `eosctl --help`.
+const (
+	exitOK      = 0 // success
+	exitFailure = 1 // the command ran and failed: verify found a problem, brokers unreachable, a runtime error
+	exitUsage   = 2 // bad input: unknown flag or topology, invalid value, missing topic
+	exitFenced  = 3 // a worker was fenced by another instance with the same transactional.id
+	exitAuth    = 4 // authorization or authentication failure
+)
+
+// usageError marks errors caused by the command line itself.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usage(err error) error { return usageError{err} }
+
+// verifyFailed is returned by commands whose check failed after running
+// correctly; its message has already been printed.
+type verifyFailed struct{ msg string }
+
+func (e verifyFailed) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	var ue usageError
+	var fe *fencing.FencedError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &fe):
+		return exitFenced
+	case errors.As(err, &ue), errors.Is(err, pipeline.ErrConfig), errors.Is(err, fencing.ErrInvalidName), errors.Is(err, admin.ErrNoTopic):
+		return exitUsage
+	case txn.Classify(err) == txn.Auth:
+		return exitAuth
+	}
+	return exitFailure
+}
+
+// oneLine keeps error output to one line, as every eosctl error promises.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}

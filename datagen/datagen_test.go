@@ -1,0 +1,255 @@
+package datagen
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func newCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func newClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// readAll consumes n records from topic, failing the test on a fetch error.
+func readAll(t *testing.T, ctx context.Context, c *kfake.Cluster, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var recs []*kgo.Record
+	for len(recs) < n {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("reading %s after %d of %d records: %v", topic, len(recs), n, err)
+		}
+		recs = append(recs, fs.Records()...)
+	}
+	return recs
+}
+
+type decoded struct {
+	Seq    int64   `json:"seq"`
+	TS     int64   `json:"ts"`
+	User   string  `json:"user"`
+	Amount float64 `json:"amount"`
+	Pad    string  `json:"pad"`
+}
+
+func TestProduceReadBack(t *testing.T) {
+	for _, size := range []int{0, 100, 1024} {
+		t.Run("size="+strconv.Itoa(size), func(t *testing.T) {
+			ctx := testContext(t)
+			c := newCluster(t)
+			cl := newClient(t, c)
+			const n = 500
+			var calls atomic.Int64
+			var last atomic.Int64
+			res, err := Produce(ctx, cl, Config{
+				Topic: "in", Count: n, Size: size, Partitions: 3,
+				Progress: func(done, total int64) {
+					calls.Add(1)
+					last.Store(done)
+					if total != n {
+						t.Errorf("progress total %d, want %d", total, n)
+					}
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Records != n || !res.Created || res.Partitions != 3 {
+				t.Fatalf("result %+v, want %d records in a created 3-partition topic", res, n)
+			}
+			if calls.Load() == 0 || last.Load() != n {
+				t.Errorf("progress: %d calls, last done %d; want >= 1 call ending at %d", calls.Load(), last.Load(), n)
+			}
+
+			seen := make([]bool, n)
+			var bytes int64
+			parts := map[int32]bool{}
+			for _, r := range readAll(t, ctx, c, "in", n) {
+				i, err := strconv.ParseInt(string(r.Key), 10, 64)
+				if err != nil || i < 0 || i >= n || strconv.FormatInt(i, 10) != string(r.Key) {
+					t.Fatalf("bad key %q", r.Key)
+				}
+				if seen[i] {
+					t.Fatalf("key %d twice", i)
+				}
+				seen[i] = true
+				parts[r.Partition] = true
+				bytes += int64(len(r.Value))
+
+				if size > 0 && len(r.Value) != size {
+					t.Errorf("key %d: value is %d bytes, want %d: %s", i, len(r.Value), size, r.Value)
+				}
+				var d decoded
+				if err := json.Unmarshal(r.Value, &d); err != nil {
+					t.Fatalf("key %d: %v: %s", i, err, r.Value)
+				}
+				if d.Seq != i || d.User != User(i) || d.Amount != Amount(i) || d.TS != r.Timestamp.UnixMilli() {
+					t.Errorf("key %d: decoded %+v (record ts %d), want seq %d user %s amount %v",
+						i, d, r.Timestamp.UnixMilli(), i, User(i), Amount(i))
+				}
+				if strings.Trim(d.Pad, "x") != "" {
+					t.Errorf("key %d: pad %q is not all x", i, d.Pad)
+				}
+			}
+			if bytes != res.Bytes {
+				t.Errorf("read %d value bytes, Result.Bytes %d", bytes, res.Bytes)
+			}
+			if len(parts) != 3 {
+				t.Errorf("records landed on %d partitions, want all 3", len(parts))
+			}
+		})
+	}
+}
+
+// A second Produce keeps the existing topic, whatever its partition count,
+// and appends.
+func TestProduceExistingTopic(t *testing.T) {
+	ctx := testContext(t)
+	c := newCluster(t, kfake.SeedTopics(2, "in"))
+	cl := newClient(t, c)
+	for range 2 {
+		res, err := Produce(ctx, cl, Config{Topic: "in", Count: 10, Partitions: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Created || res.Partitions != 2 || res.Records != 10 {
+			t.Fatalf("result %+v, want 10 records to the existing 2-partition topic", res)
+		}
+	}
+	readAll(t, ctx, c, "in", 20)
+}
+
+// A small rate still completes; the rate itself is not timed.
+func TestProduceRate(t *testing.T) {
+	ctx := testContext(t)
+	c := newCluster(t)
+	cl := newClient(t, c)
+	res, err := Produce(ctx, cl, Config{Topic: "slow", Count: 20, Size: 64, Partitions: 1, Rate: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Records != 20 || res.Bytes != 20*64 {
+		t.Fatalf("result %+v, want 20 records of 64 bytes", res)
+	}
+}
+
+func TestProduceCanceled(t *testing.T) {
+	c := newCluster(t)
+	cl := newClient(t, c)
+	ctx, cancel := context.WithCancel(testContext(t))
+	var canceled atomic.Bool
+	_, err := Produce(ctx, cl, Config{
+		Topic: "in", Count: 1 << 40, Partitions: 1, Rate: 1000,
+		Progress: func(done, _ int64) {
+			if done > 0 && canceled.CompareAndSwap(false, true) {
+				cancel()
+			}
+		},
+	})
+	if err == nil || ctx.Err() == nil {
+		t.Fatalf("got %v, want an error after cancellation", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	ok := Config{Topic: "t", Count: 1, Partitions: 1}
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"empty topic", func(c *Config) { c.Topic = "" }, "topic must not be empty"},
+		{"bad topic", func(c *Config) { c.Topic = "a/b" }, `contains '/'`},
+		{"dot topic", func(c *Config) { c.Topic = ".." }, "not allowed"},
+		{"long topic", func(c *Config) { c.Topic = strings.Repeat("a", 250) }, "longer than 249"},
+		{"zero count", func(c *Config) { c.Count = 0 }, "count must be positive"},
+		{"negative size", func(c *Config) { c.Size = -1 }, "size must not be negative"},
+		{"zero partitions", func(c *Config) { c.Partitions = 0 }, "partitions must be positive"},
+		{"negative rate", func(c *Config) { c.Rate = -5 }, "rate must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ok
+			tc.mod(&cfg)
+			// A nil client proves nothing is attempted before validation.
+			_, err := Produce(t.Context(), nil, cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValueSizes(t *testing.T) {
+	ts := time.UnixMilli(1_700_000_000_123)
+	for _, i := range []int64{0, 7, 99, 12345, 1 << 40} {
+		minSize := MinSize(i, ts)
+		for size := 0; size < minSize+20; size++ {
+			v := Value(i, ts, size)
+			if want := max(size, minSize); len(v) != want {
+				t.Fatalf("Value(%d, size %d) is %d bytes, want %d: %s", i, size, len(v), want, v)
+			}
+			var d decoded
+			if err := json.Unmarshal(v, &d); err != nil {
+				t.Fatalf("Value(%d, size %d): %v: %s", i, size, err, v)
+			}
+			if d.Seq != i || d.TS != ts.UnixMilli() || d.User != User(i) || d.Amount != Amount(i) {
+				t.Fatalf("Value(%d, size %d) decoded to %+v", i, size, d)
+			}
+		}
+	}
+}
+
+func TestUserAmount(t *testing.T) {
+	users := map[string]int{}
+	for i := range int64(16000) {
+		users[User(i)]++
+		a := Amount(i)
+		if a < 0 || a > 99.9 || a*10 != float64(int64(a*10+0.5)) {
+			t.Fatalf("Amount(%d) = %v, want one decimal in [0, 99.9]", i, a)
+		}
+	}
+	if len(users) != NumUsers {
+		t.Fatalf("%d distinct users, want %d: %v", len(users), NumUsers, users)
+	}
+	for u, n := range users {
+		if len(u) != len("user-00") || !strings.HasPrefix(u, "user-") || n < 500 {
+			t.Errorf("user %q used %d times of 16000", u, n)
+		}
+	}
+	if Amount(1) != 91.9 {
+		t.Errorf("Amount(1) = %v, want 91.9", Amount(1))
+	}
+}

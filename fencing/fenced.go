@@ -1,0 +1,65 @@
+package fencing
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Reason says which fence stopped a worker.
+type Reason string
+
+const (
+	// ReasonProducerEpoch: another producer initialised the same
+	// transactional.id with a higher epoch (PRODUCER_FENCED, or
+	// INVALID_PRODUCER_EPOCH on a produce).
+	ReasonProducerEpoch Reason = "producer-epoch"
+	// ReasonInstanceID: another consumer joined the group with the same
+	// static group.instance.id (FENCED_INSTANCE_ID).
+	ReasonInstanceID Reason = "group-instance-id"
+)
+
+// IsFenced reports whether err is one of the errors by which Kafka tells a
+// zombie it has been replaced, and which fence it is. A fenced worker must
+// stop: retrying would at best fight its replacement and at worst commit
+// stale work. A stale group generation on its own (ILLEGAL_GENERATION) is not
+// a fence: it is the normal outcome of committing across a rebalance, and
+// the transaction is aborted and redone by the same, still valid, producer.
+func IsFenced(err error) (Reason, bool) {
+	switch {
+	case err == nil:
+		return "", false
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
+		return ReasonProducerEpoch, true
+	case errors.Is(err, kerr.FencedInstanceID):
+		return ReasonInstanceID, true
+	}
+	return "", false
+}
+
+// FencedError is returned by a worker that has been fenced. Its message is
+// the one-line explanation printed before the worker exits with code 3.
+type FencedError struct {
+	TransactionalID string
+	Reason          Reason
+	ProducerID      int64
+	Epoch           int16 // the epoch this worker held
+	CurrentEpoch    int16 // the epoch now registered at the coordinator; -1 if unknown
+	Err             error
+}
+
+func (e *FencedError) Error() string {
+	cur := "unknown"
+	if e.CurrentEpoch >= 0 {
+		cur = fmt.Sprint(e.CurrentEpoch)
+	}
+	what := "another producer initialised the same transactional.id"
+	if e.Reason == ReasonInstanceID {
+		what = "another consumer joined the group with the same group.instance.id"
+	}
+	return fmt.Sprintf("fenced: transactional.id %q (producer id %d, epoch %d) was replaced: %s (current epoch %s); this instance stopped without committing: %v",
+		e.TransactionalID, e.ProducerID, e.Epoch, what, cur, e.Err)
+}
+
+func (e *FencedError) Unwrap() error { return e.Err }

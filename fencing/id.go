@@ -1,0 +1,78 @@
+// Package fencing derives the fixed transactional.id of a worker instance and
+// recognises the errors by which Kafka fences a zombie.
+//
+// Exactly-once across restarts rests on one rule: an instance of an app always
+// uses the same transactional.id. When a replacement calls InitProducerId with
+// that id, the transaction coordinator bumps the producer epoch, aborts the
+// transaction the old incarnation left open, and rejects everything the old
+// incarnation sends afterwards. A random or regenerated id defeats this: the
+// coordinator sees two unrelated producers, the zombie's open transaction
+// stays open until it times out (pinning the last stable offset of every
+// partition it touched), and its late commit can still land.
+//
+// The scheme is therefore deliberately boring: transactional.id =
+// "<app>-<instance>", where app is also the consumer group id and instance
+// names one slot of the app (0, 1, 2... or a StatefulSet pod name such as
+// "eos-2", which is what `--instance $(hostname)` gives inside a Kubernetes
+// StatefulSet). The same string is the static group member id
+// (group.instance.id), so a restarted instance reclaims its partitions without
+// a rebalance.
+package fencing
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxNameLen is the longest name Kafka accepts for a topic, and the bound eos
+// applies to group ids and transactional ids so they can be used anywhere.
+const MaxNameLen = 249
+
+// ErrInvalidName is wrapped by every validation error from this package.
+var ErrInvalidName = errors.New("invalid name")
+
+// ValidateName checks that s is a legal Kafka resource name: 1 to 249 bytes
+// of ASCII letters, digits, '.', '_' and '-', and not "." or "..". what names
+// the thing being checked ("--app", "topic") for the error message.
+func ValidateName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s is empty: %w", what, ErrInvalidName)
+	case len(s) > MaxNameLen:
+		return fmt.Errorf("%s is %d bytes long, more than Kafka's limit of %d: %w", what, len(s), MaxNameLen, ErrInvalidName)
+	case s == "." || s == "..":
+		return fmt.Errorf("%s %q is not allowed by Kafka: %w", what, s, ErrInvalidName)
+	}
+	for i := 0; i < len(s); i++ {
+		if !legal(s[i]) {
+			return fmt.Errorf("%s %q has the character %q at byte %d; Kafka allows only letters, digits, '.', '_' and '-': %w", what, s, s[i], i, ErrInvalidName)
+		}
+	}
+	return nil
+}
+
+func legal(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// TransactionalID returns the fixed transactional.id of one instance of an
+// app, "<app>-<instance>", after validating both parts. The same value is
+// used as the static group instance id.
+//
+// Two apps can collide only if one app's name, plus a dash, is a prefix of
+// the other's ("a" instance "b-0" and "a-b" instance "0"); give apps names
+// that are not dash-extensions of each other, as Kafka Streams users already
+// must for application.id.
+func TransactionalID(app, instance string) (string, error) {
+	if err := ValidateName("--app", app); err != nil {
+		return "", err
+	}
+	if err := ValidateName("--instance", instance); err != nil {
+		return "", err
+	}
+	id := app + "-" + instance
+	if len(id) > MaxNameLen {
+		return "", fmt.Errorf("transactional.id %q (from --app and --instance) is %d bytes long, more than %d: %w", id, len(id), MaxNameLen, ErrInvalidName)
+	}
+	return id, nil
+}

@@ -1,0 +1,62 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+)
+
+// EventKind names a worker lifecycle event.
+type EventKind string
+
+const (
+	EventStarted   EventKind = "started"   // producer initialised
+	EventCommitted EventKind = "committed" // a transaction committed
+	EventAborted   EventKind = "aborted"   // a transaction aborted with a known outcome
+	EventReinit    EventKind = "reinit"    // the producer was re-initialised after an unknown outcome
+	EventFenced    EventKind = "fenced"    // another incarnation took over; the worker stops
+	EventStopped   EventKind = "stopped"   // the worker stopped (Err set if it failed)
+)
+
+// Event is one worker lifecycle event, as passed to Config.OnEvent and as
+// written, one JSON object per line, by JSONEvents.
+type Event struct {
+	Time            time.Time     `json:"time"`
+	Kind            EventKind     `json:"event"`
+	App             string        `json:"app"`
+	Instance        string        `json:"instance"`
+	TransactionalID string        `json:"transactional_id"`
+	ProducerID      int64         `json:"producer_id"`
+	Epoch           int16         `json:"epoch"`
+	Records         int           `json:"records,omitempty"`  // produced in the transaction
+	Consumed        int           `json:"consumed,omitempty"` // consumed in the transaction
+	Duration        time.Duration `json:"duration_ns,omitempty"`
+	CommitDuration  time.Duration `json:"commit_duration_ns,omitempty"`
+	Reason          string        `json:"reason,omitempty"`
+	Err             string        `json:"error,omitempty"`
+}
+
+// JSONEvents returns an OnEvent function that writes each event to w as one
+// line of JSON. Writes are serialised; errors are ignored, since losing the
+// event stream must not stop the worker.
+func JSONEvents(w io.Writer) func(Event) {
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	return func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(e)
+	}
+}
+
+// Chain returns an OnEvent function calling each non-nil fn in order.
+func Chain(fns ...func(Event)) func(Event) {
+	return func(e Event) {
+		for _, fn := range fns {
+			if fn != nil {
+				fn(e)
+			}
+		}
+	}
+}

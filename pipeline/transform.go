@@ -1,0 +1,65 @@
+// Package pipeline is the worker engine of eos: it consumes input topics with
+// read_committed, hands every record to a Transform, produces what the
+// Transform emits, and commits the consumed offsets in the same transaction as
+// the produced records.
+//
+// The package borrows Kafka Streams' split of responsibilities: the Transform
+// is the per-record work, the collector stamps and sends its output, and the
+// Worker manages assignment, transactions and commits. Only the Worker knows
+// about transactions; a Transform never sees them.
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Record is one input record as a Transform sees it. Key, Value and Headers
+// alias the fetched buffers: copy them if they must outlive Process.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []kgo.RecordHeader
+	Timestamp time.Time
+}
+
+// Output is a record a Transform emits.
+type Output struct {
+	// Topic overrides the worker's output topic; empty means the default.
+	Topic     string
+	Key       []byte
+	Value     []byte
+	Headers   []kgo.RecordHeader
+	Timestamp time.Time // zero means the input record's timestamp
+}
+
+// Emitter receives a Transform's output for the record being processed.
+type Emitter interface {
+	Emit(Output)
+}
+
+// Transform is the per-record work of a topology: one record in, zero or more
+// records out. It must be deterministic in what it emits for a given input
+// record if downstream deduplication by idempotency key is to work, and it
+// must not have effects outside Kafka that it cannot repeat: a transaction
+// that aborts is processed again, so anything Process does outside Kafka (an
+// HTTP call, a database write) happens at least once, not exactly once.
+//
+// An error stops the worker without committing the record, so the record is
+// not lost: it is processed again when the worker restarts.
+type Transform interface {
+	Process(ctx context.Context, in *Record, out Emitter) error
+}
+
+// TransformFunc adapts a function to a Transform.
+type TransformFunc func(ctx context.Context, in *Record, out Emitter) error
+
+// Process calls f.
+func (f TransformFunc) Process(ctx context.Context, in *Record, out Emitter) error {
+	return f(ctx, in, out)
+}

@@ -1,0 +1,430 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/fencing"
+	"github.com/eosctl/eos/txn"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrConfig is wrapped by every error New returns for a bad Config.
+var ErrConfig = errors.New("invalid worker configuration")
+
+// Config configures one worker: one instance of an app.
+type Config struct {
+	// App is the application name: the consumer group id, and the prefix
+	// of the transactional.id.
+	App string
+	// Instance names this worker's slot in the app; transactional.id and
+	// group.instance.id are "<App>-<Instance>". It must be the same every
+	// time this slot runs, and unique among the app's running workers.
+	Instance string
+
+	Inputs []string
+	Output string
+	// OutputPartitions is the partition count for the output topic if the
+	// worker creates it; 0 means the same as the first input.
+	OutputPartitions int32
+
+	// CommitInterval bounds how long a transaction stays open; 0 means
+	// 100ms, Kafka Streams' default under exactly-once.
+	CommitInterval time.Duration
+	// MaxTxnRecords ends a transaction early once it has consumed this many
+	// records; 0 means no limit.
+	MaxTxnRecords int
+	// SessionTimeout is the group session timeout; 0 means 10s.
+	SessionTimeout time.Duration
+	// TransactionTimeout is the coordinator-side transaction timeout; 0
+	// means 60s.
+	TransactionTimeout time.Duration
+	// StartTimeout bounds the initial connection; 0 means 10s.
+	StartTimeout time.Duration
+	// GiveUpAfter bounds how long the worker keeps reopening its session
+	// after consecutive failures before it gives up; 0 means 5 minutes.
+	GiveUpAfter time.Duration
+
+	// ClientOpts carry the seed brokers and any TLS or SASL settings.
+	ClientOpts []kgo.Opt
+
+	// AbortFraction aborts that fraction of transactions on purpose instead
+	// of committing them. It exists to test that aborted work is never
+	// visible and never skipped; leave it 0 in production.
+	AbortFraction float64
+
+	Logger *slog.Logger
+	// OnEvent, if set, receives every lifecycle event synchronously on the
+	// worker's goroutine; it must be quick.
+	OnEvent func(Event)
+}
+
+// Worker runs one instance of an app. Create it with New and run it with Run.
+type Worker struct {
+	cfg   Config
+	id    string
+	t     Transform
+	log   *slog.Logger
+	stats Stats
+	col   collector
+	rec   Record
+
+	lastCommit   time.Time
+	failingSince time.Time
+	backoff      time.Duration
+}
+
+// Stats are the worker's counters since it started. They are safe to read
+// concurrently with Run.
+type Stats struct {
+	Consumed  atomic.Int64
+	Produced  atomic.Int64
+	Committed atomic.Int64
+	Aborted   atomic.Int64
+	Reinits   atomic.Int64
+}
+
+// New validates cfg and returns a worker that will run t. It does not
+// connect to anything: every error it returns is about the configuration
+// and wraps ErrConfig.
+func New(cfg Config, t Transform) (*Worker, error) {
+	id, err := fencing.TransactionalID(cfg.App, cfg.Instance)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if len(cfg.Inputs) == 0 {
+		return nil, fmt.Errorf("%w: at least one --input topic is required", ErrConfig)
+	}
+	if cfg.Output == "" {
+		return nil, fmt.Errorf("%w: --output is required", ErrConfig)
+	}
+	seen := map[string]string{}
+	for _, tp := range append(append([]string(nil), cfg.Inputs...), cfg.Output) {
+		if err := fencing.ValidateName("topic", tp); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if _, dup := seen[tp]; dup {
+			return nil, fmt.Errorf("%w: topic %q is named twice across --input and --output", ErrConfig, tp)
+		}
+		seen[tp] = tp
+	}
+	if cfg.CommitInterval < 0 || cfg.MaxTxnRecords < 0 || cfg.SessionTimeout < 0 || cfg.TransactionTimeout < 0 {
+		return nil, fmt.Errorf("%w: durations and --max-txn-records must not be negative", ErrConfig)
+	}
+	if cfg.AbortFraction < 0 || cfg.AbortFraction >= 1 {
+		return nil, fmt.Errorf("%w: abort fraction must be in [0, 1)", ErrConfig)
+	}
+	if t == nil {
+		return nil, fmt.Errorf("%w: no transform", ErrConfig)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.CommitInterval, 100*time.Millisecond)
+	def(&cfg.SessionTimeout, 10*time.Second)
+	def(&cfg.TransactionTimeout, 60*time.Second)
+	def(&cfg.StartTimeout, 10*time.Second)
+	def(&cfg.GiveUpAfter, 5*time.Minute)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("app", cfg.App, "instance", cfg.Instance)
+	w := &Worker{cfg: cfg, id: id, t: t, log: log}
+	w.col.output = cfg.Output
+	return w, nil
+}
+
+// TransactionalID returns the worker's fixed transactional.id.
+func (w *Worker) TransactionalID() string { return w.id }
+
+// Stats returns the worker's live counters.
+func (w *Worker) Stats() *Stats { return &w.stats }
+
+func (w *Worker) clientOpts() []kgo.Opt {
+	return append(append([]kgo.Opt(nil), w.cfg.ClientOpts...),
+		kgo.ConsumerGroup(w.cfg.App),
+		kgo.ConsumeTopics(w.cfg.Inputs...),
+		kgo.InstanceID(w.id),
+		kgo.SessionTimeout(w.cfg.SessionTimeout),
+		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
+		kgo.RecordDeliveryTimeout(w.cfg.TransactionTimeout/2),
+		kgo.DisableAutoCommit(),
+	)
+}
+
+// prepare checks that the brokers answer and the inputs exist, and creates
+// the output topic if it is missing.
+func (w *Worker) prepare(ctx context.Context) error {
+	cl, err := admin.Connect(ctx, w.cfg.StartTimeout, w.cfg.ClientOpts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout)
+	defer cancel()
+	var parts int32
+	for i, in := range w.cfg.Inputs {
+		n, err := admin.Partitions(ctx, cl, in)
+		if err != nil {
+			return fmt.Errorf("input: %w", err)
+		}
+		if i == 0 {
+			parts = n
+		}
+	}
+	if w.cfg.OutputPartitions > 0 {
+		parts = w.cfg.OutputPartitions
+	}
+	n, created, err := admin.EnsureTopic(ctx, cl, w.cfg.Output, parts, nil)
+	if err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	if created {
+		w.log.Info("created output topic", "topic", w.cfg.Output, "partitions", n)
+	}
+	return nil
+}
+
+// Run runs the worker until ctx is canceled (then it ends the open
+// transaction, leaves and returns nil) or an error it must not retry
+// through: a *fencing.FencedError when another incarnation took over its
+// transactional.id, an authorization error, or a failed Transform.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.prepare(ctx); err != nil {
+		return err
+	}
+	sess, err := txn.Open(ctx, w.id, w.log, w.clientOpts()...)
+	if err != nil {
+		return w.stopped(err)
+	}
+	pid, epoch := sess.Producer()
+	w.emit(Event{Kind: EventStarted, ProducerID: pid, Epoch: epoch})
+
+	for {
+		err := w.runSession(ctx, sess)
+		var fatal *fatalError
+		if err == nil || ctx.Err() != nil || errors.As(err, &fatal) || txn.Classify(err) != txn.Unknown {
+			sess.Close()
+			return w.stopped(err)
+		}
+		if sess, err = w.reopen(ctx, sess, err); err != nil {
+			return w.stopped(err)
+		}
+	}
+}
+
+// reopen replaces a session whose transaction outcome is unknown, retrying
+// with exponential backoff and jitter until GiveUpAfter has passed without a
+// commit.
+func (w *Worker) reopen(ctx context.Context, sess *txn.Session, cause error) (*txn.Session, error) {
+	if w.failingSince.IsZero() || w.lastCommit.After(w.failingSince) {
+		w.failingSince, w.backoff = time.Now(), 100*time.Millisecond
+	}
+	w.log.Warn("transaction outcome unknown; re-initialising the producer and resuming from the broker's committed offsets", "err", cause)
+	for {
+		if time.Since(w.failingSince) > w.cfg.GiveUpAfter {
+			sess.Close()
+			return nil, fmt.Errorf("giving up after %s without a successful commit: %w", w.cfg.GiveUpAfter, cause)
+		}
+		sleep(ctx, jitter(w.backoff))
+		w.backoff = min(w.backoff*2, 5*time.Second)
+		next, err := sess.Reopen(ctx)
+		if err == nil {
+			w.stats.Reinits.Add(1)
+			pid, epoch := next.Producer()
+			w.emit(Event{Kind: EventReinit, ProducerID: pid, Epoch: epoch, Err: cause.Error()})
+			return next, nil
+		}
+		if ctx.Err() != nil || txn.Classify(err) != txn.Unknown {
+			return nil, err
+		}
+		cause = err
+		w.log.Warn("re-initialising the producer failed; retrying", "err", err)
+	}
+}
+
+func (w *Worker) stopped(err error) error {
+	var fe *fencing.FencedError
+	switch {
+	case errors.As(err, &fe):
+		w.log.Error("fenced", "err", err)
+		w.emit(Event{Kind: EventFenced, ProducerID: fe.ProducerID, Epoch: fe.Epoch, Err: err.Error()})
+	case err != nil:
+		w.emit(Event{Kind: EventStopped, Err: err.Error()})
+	default:
+		w.emit(Event{Kind: EventStopped})
+	}
+	return err
+}
+
+// runSession is the consume-transform-produce loop of one incarnation. It
+// returns nil after a clean shutdown.
+func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
+	var consumed int
+	for {
+		if ctx.Err() != nil {
+			return w.shutdown(sess)
+		}
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if sess.InTxn() {
+			pollCtx, cancel = context.WithDeadline(ctx, sess.Began().Add(w.cfg.CommitInterval))
+		}
+		fs := sess.PollRecords(pollCtx, 10000)
+		cancel()
+		if fs.IsClientClosed() {
+			return txn.ErrClosed
+		}
+		if err := w.fetchErr(sess, fs); err != nil {
+			w.abort(ctx, sess)
+			return err
+		}
+		if err := w.process(ctx, sess, fs, &consumed); err != nil {
+			return err
+		}
+		if sess.InTxn() && (time.Since(sess.Began()) >= w.cfg.CommitInterval || w.cfg.MaxTxnRecords > 0 && consumed >= w.cfg.MaxTxnRecords) {
+			if err := w.end(ctx, sess, consumed); err != nil {
+				return err
+			}
+			consumed = 0
+		}
+	}
+}
+
+func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches, consumed *int) error {
+	var err error
+	fs.EachRecord(func(r *kgo.Record) {
+		if err != nil {
+			return
+		}
+		if !sess.InTxn() {
+			if err = sess.Begin(); err != nil {
+				return
+			}
+		}
+		w.rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+		w.col.reset(ctx, sess, &w.rec)
+		if perr := w.t.Process(ctx, &w.rec, &w.col); perr != nil {
+			err = fmt.Errorf("transform failed on %s[%d]@%d; the record was not committed and will be processed again on restart: %w", r.Topic, r.Partition, r.Offset, perr)
+			w.abort(ctx, sess)
+			err = &fatalError{err}
+			return
+		}
+		*consumed++
+	})
+	return err
+}
+
+// end commits (or, under AbortFraction, aborts) the open transaction.
+func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error {
+	commit := w.cfg.AbortFraction == 0 || rand.Float64() >= w.cfg.AbortFraction
+	// The context is not the worker's: canceling an EndTxn in flight would
+	// leave its outcome unknown, and shutdown wants this commit to land.
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout)
+	defer cancel()
+	res, err := sess.End(ectx, commit)
+	if err != nil {
+		w.stats.Aborted.Add(1)
+		return err
+	}
+	pid, epoch := sess.Producer()
+	ev := Event{ProducerID: pid, Epoch: epoch, Records: res.Records, Consumed: consumed, Duration: res.Duration, CommitDuration: res.CommitDuration}
+	if res.Committed {
+		w.lastCommit = time.Now()
+		w.stats.Committed.Add(1)
+		w.stats.Consumed.Add(int64(consumed))
+		w.stats.Produced.Add(int64(res.Records))
+		ev.Kind = EventCommitted
+	} else {
+		w.stats.Aborted.Add(1)
+		ev.Kind, ev.Reason = EventAborted, res.AbortReason
+	}
+	w.emit(ev)
+	return nil
+}
+
+func (w *Worker) abort(ctx context.Context, sess *txn.Session) {
+	if !sess.InTxn() {
+		return
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout)
+	defer cancel()
+	if _, err := sess.End(ectx, false); err != nil {
+		w.log.Warn("aborting the open transaction failed; the coordinator aborts it when this producer is re-initialised or times out", "err", err)
+	}
+	w.stats.Aborted.Add(1)
+}
+
+// shutdown commits the open transaction: every record in it has been fully
+// processed, so committing is as safe as aborting and loses less work.
+func (w *Worker) shutdown(sess *txn.Session) error {
+	if !sess.InTxn() {
+		return nil
+	}
+	err := w.end(context.Background(), sess, 0)
+	if err != nil && txn.Classify(err) == txn.Unknown {
+		w.log.Warn("final commit outcome unknown; the next incarnation resumes from the broker's committed offsets", "err", err)
+		return nil
+	}
+	return err
+}
+
+// fetchErr returns the first fetch error that must end the session. Errors
+// the client recovers from on its own are logged and skipped.
+func (w *Worker) fetchErr(sess *txn.Session, fs kgo.Fetches) error {
+	var out error
+	fs.EachError(func(topic string, partition int32, err error) {
+		if out != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		switch txn.Classify(err) {
+		case txn.Fenced:
+			pid, epoch := sess.Producer()
+			reason, _ := fencing.IsFenced(err)
+			out = &fencing.FencedError{TransactionalID: w.id, Reason: reason, ProducerID: pid, Epoch: epoch, CurrentEpoch: -1, Err: err}
+		case txn.Auth, txn.Fatal:
+			out = fmt.Errorf("consuming %s[%d]: %w", topic, partition, err)
+		default:
+			w.log.Warn("fetch error; the client retries", "topic", topic, "partition", partition, "err", err)
+		}
+	})
+	return out
+}
+
+// fatalError marks errors that must stop the worker even though their class
+// would otherwise allow a retry.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+func (w *Worker) emit(e Event) {
+	if w.cfg.OnEvent == nil {
+		return
+	}
+	e.Time = time.Now()
+	e.TransactionalID = w.id
+	e.App, e.Instance = w.cfg.App, w.cfg.Instance
+	w.cfg.OnEvent(e)
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d)))
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,79 @@
+// Package topologies holds the built-in topologies that `eosctl run` can
+// start by name, and the registry that maps names to them.
+package topologies
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/eosctl/eos/pipeline"
+)
+
+// Options are the settings a topology may read when it is built.
+type Options struct {
+	// Config is the path of a topology's configuration file, for the
+	// topologies that take one.
+	Config string
+}
+
+// Topology describes a built-in topology.
+type Topology struct {
+	Name        string
+	Description string
+	// ConfigKeys lists the configuration keys the topology reads, for
+	// `eosctl topology list`; empty for topologies without a config.
+	ConfigKeys []string
+	New        func(Options) (pipeline.Transform, error)
+}
+
+var registry = map[string]Topology{}
+
+func register(t Topology) { registry[t.Name] = t }
+
+// Lookup returns the topology called name, or an error listing the known
+// ones.
+func Lookup(name string) (Topology, error) {
+	t, ok := registry[name]
+	if !ok {
+		return Topology{}, fmt.Errorf("unknown topology %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return t, nil
+}
+
+// All returns the built-in topologies sorted by name.
+func All() []Topology {
+	out := make([]Topology, 0, len(registry))
+	for _, t := range registry {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Names returns the sorted names of the built-in topologies.
+func Names() []string {
+	var out []string
+	for _, t := range All() {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+func init() {
+	register(Topology{
+		Name:        "passthrough",
+		Description: "copies every record unchanged (key, value, headers, timestamp) to the output topic",
+		New:         func(Options) (pipeline.Transform, error) { return Passthrough{}, nil },
+	})
+}
+
+// Passthrough copies each record to the output unchanged.
+type Passthrough struct{}
+
+// Process implements pipeline.Transform.
+func (Passthrough) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
+	out.Emit(pipeline.Output{Key: in.Key, Value: in.Value, Headers: in.Headers, Timestamp: in.Timestamp})
+	return nil
+}

@@ -1,0 +1,82 @@
+// Package txn owns the lifecycle of one worker's transactions: opening the
+// transactional client, beginning and ending transactions, and deciding what
+// an error means for exactly-once.
+//
+// The classification is the heart of it. Most Kafka errors are retried inside
+// the client; the ones that reach this package fall in four classes, and each
+// has exactly one safe reaction:
+//
+//   - Fenced: another incarnation owns the transactional.id. Stop. Never retry.
+//   - Auth: the principal lacks an ACL. Stop with the resource named.
+//   - Unknown: the outcome of the transaction is not known (EndTxn timed out,
+//     the connection broke, a produce failed, the retry budget ran out).
+//     Re-initialise the producer before anything else is produced, which
+//     bumps the epoch and makes the coordinator finish or abort whatever is
+//     still open, and resume from the offsets the broker has committed, not
+//     the ones this process believes it committed. Aborting and carrying on
+//     is what tears transactions (KAFKA-17754).
+//   - Fatal: a configuration or protocol problem that retrying cannot fix.
+package txn
+
+import (
+	"context"
+	"errors"
+
+	"github.com/eosctl/eos/fencing"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Class is what an error means for the worker.
+type Class int
+
+const (
+	// Unknown means the transaction's outcome is unknown or the session is
+	// no longer trustworthy; reopen the session.
+	Unknown Class = iota
+	// Fenced means this instance has been replaced; stop.
+	Fenced
+	// Auth means an authorization failure; stop.
+	Auth
+	// Fatal means an error that retrying will not fix; stop.
+	Fatal
+	// Canceled means the caller's context ended.
+	Canceled
+)
+
+func (c Class) String() string {
+	switch c {
+	case Fenced:
+		return "fenced"
+	case Auth:
+		return "authorization"
+	case Fatal:
+		return "fatal"
+	case Canceled:
+		return "canceled"
+	}
+	return "unknown-outcome"
+}
+
+// Classify maps an error from the client to its Class.
+func Classify(err error) Class {
+	if _, ok := fencing.IsFenced(err); ok {
+		return Fenced
+	}
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Canceled
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed),
+		errors.Is(err, kerr.GroupAuthorizationFailed),
+		errors.Is(err, kerr.TopicAuthorizationFailed),
+		errors.Is(err, kerr.ClusterAuthorizationFailed),
+		errors.Is(err, kerr.SaslAuthenticationFailed):
+		return Auth
+	case errors.Is(err, kerr.InvalidTransactionTimeout),
+		errors.Is(err, kerr.UnsupportedVersion),
+		errors.Is(err, kerr.InvalidConfig),
+		errors.Is(err, kerr.RecordListTooLarge),
+		errors.Is(err, kerr.MessageTooLarge):
+		return Fatal
+	}
+	return Unknown
+}
