@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ErrUnreachable is wrapped when no broker answers within the timeout.
@@ -54,47 +55,96 @@ func Ping(ctx context.Context, cl *kgo.Client, timeout time.Duration) error {
 	return fmt.Errorf("connecting to %s: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), err)
 }
 
-// Partitions returns the partition count of topic, wrapping ErrNoTopic if it
-// does not exist.
+// Partitions returns the partition count of topic once every partition has
+// a leader, wrapping ErrNoTopic if the topic does not exist. It issues its
+// own metadata request rather than kadm.ListTopics, whose answers kgo caches
+// for MetadataMinAge (5s by default): a cached "unknown topic" from before a
+// create would otherwise stall whoever waits for the new topic.
 func Partitions(ctx context.Context, cl *kgo.Client, topic string) (int32, error) {
-	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return 0, fmt.Errorf("describing topic %q: %w", topic, err)
 	}
-	d, ok := td[topic]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+	if len(resp.Topics) != 1 {
 		return 0, fmt.Errorf("topic %q: %w", topic, ErrNoTopic)
 	}
-	if d.Err != nil {
-		return 0, fmt.Errorf("describing topic %q: %w", topic, d.Err)
+	t := resp.Topics[0]
+	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return 0, fmt.Errorf("topic %q: %w", topic, ErrNoTopic)
+		}
+		return 0, fmt.Errorf("describing topic %q: %w", topic, err)
 	}
-	return int32(len(d.Partitions)), nil
+	if len(t.Partitions) == 0 {
+		return 0, fmt.Errorf("topic %q has no partitions yet: %w", topic, kerr.LeaderNotAvailable)
+	}
+	for _, p := range t.Partitions {
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return 0, fmt.Errorf("topic %q partition %d: %w", topic, p.Partition, err)
+		}
+		if p.Leader < 0 {
+			return 0, fmt.Errorf("topic %q partition %d has no leader: %w", topic, p.Partition, kerr.LeaderNotAvailable)
+		}
+	}
+	return int32(len(t.Partitions)), nil
 }
 
 // EnsureTopic creates topic with the given partition count (replication
-// factor: the broker's default) unless it exists, and returns its partition
-// count and whether it was created. An existing topic is left as it is.
+// factor: the broker's default) unless it exists, waits until every
+// partition has a leader, and returns the partition count and whether it
+// created the topic. An existing topic is used as it is.
 func EnsureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, configs map[string]*string) (int32, bool, error) {
 	if err := fencing.ValidateName("topic", topic); err != nil {
 		return 0, false, err
 	}
 	n, err := Partitions(ctx, cl, topic)
-	if err == nil {
+	switch {
+	case err == nil:
 		return n, false, nil
-	}
-	if !errors.Is(err, ErrNoTopic) {
+	case !errors.Is(err, ErrNoTopic):
 		return 0, false, err
 	}
+	created := false
 	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
-	if errors.Is(err, kerr.TopicAlreadyExists) { // raced with another creator
-		n, err := Partitions(ctx, cl, topic)
-		return n, false, err
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		created = true
+	case errors.Is(err, kerr.TopicAlreadyExists): // lost a race; use theirs
+	default:
 		return 0, false, fmt.Errorf("creating topic %q with %d partitions: %w", topic, partitions, err)
 	}
-	return partitions, true, nil
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		if n, err = Partitions(ctx, cl, topic); err == nil {
+			return n, created, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, created, fmt.Errorf("waiting for topic %q to become ready: %w (last error: %w)", topic, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// WaitOngoing polls the transaction coordinator until transactionalID has an
+// open transaction, for at most within, and reports whether it saw one. The
+// fault drills use it to make sure a kill lands mid-transaction.
+func WaitOngoing(ctx context.Context, cl *kgo.Client, transactionalID string, within time.Duration) bool {
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		d, err := adm.DescribeTransactions(ctx, transactionalID)
+		if t, ok := d[transactionalID]; err == nil && ok && t.Err == nil && t.State == "Ongoing" {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
 }

@@ -10,17 +10,16 @@ package datagen
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/fencing"
+
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Config says what [Produce] writes.
@@ -61,9 +60,9 @@ type Result struct {
 }
 
 // Validate reports the first problem with c, before anything is written.
-func (c *Config) Validate() error {
-	if err := validTopic(c.Topic); err != nil {
-		return err
+func (c Config) Validate() error {
+	if err := fencing.ValidateName("topic", c.Topic); err != nil {
+		return fmt.Errorf("datagen: %w", err)
 	}
 	switch {
 	case c.Count <= 0:
@@ -74,26 +73,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("datagen: partitions must be positive, got %d", c.Partitions)
 	case c.Rate < 0:
 		return fmt.Errorf("datagen: rate must not be negative, got %d", c.Rate)
-	}
-	return nil
-}
-
-// validTopic applies Kafka's topic name rules, so that a bad name fails
-// here with a clear message instead of as an INVALID_TOPIC_EXCEPTION from
-// the create request.
-func validTopic(t string) error {
-	switch {
-	case t == "":
-		return errors.New("datagen: topic must not be empty")
-	case len(t) > 249:
-		return fmt.Errorf("datagen: topic %q is longer than 249 characters", t)
-	case t == "." || t == "..":
-		return fmt.Errorf("datagen: topic %q is not allowed", t)
-	}
-	for _, c := range t {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("datagen: topic %q contains %q; only [a-zA-Z0-9._-] are allowed", t, c)
-		}
 	}
 	return nil
 }
@@ -126,7 +105,7 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 	}
 	var res Result
 	var err error
-	res.Partitions, res.Created, err = ensureTopic(ctx, cl, cfg.Topic, cfg.Partitions)
+	res.Partitions, res.Created, err = admin.EnsureTopic(ctx, cl, cfg.Topic, cfg.Partitions, nil)
 	if err != nil {
 		return res, err
 	}
@@ -190,73 +169,6 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 		return res, fmt.Errorf("datagen: producing to %s stopped after %d of %d records: %w", cfg.Topic, i, cfg.Count, ctx.Err())
 	}
 	return res, nil
-}
-
-// ensureTopic creates topic if it does not exist and returns its partition
-// count once every partition has a leader, so the first records do not
-// bounce off a topic the brokers have not all learned about yet.
-func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32) (n int32, created bool, err error) {
-	n, err = topicPartitions(ctx, cl, topic)
-	switch {
-	case err == nil:
-		return n, false, nil
-	case !errors.Is(err, kerr.UnknownTopicOrPartition):
-		return 0, false, err
-	}
-	_, err = kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, nil, topic)
-	switch {
-	case err == nil:
-		created = true
-	case errors.Is(err, kerr.TopicAlreadyExists): // lost a race; use theirs
-	default:
-		return 0, false, fmt.Errorf("datagen: creating topic %s with %d partitions: %w", topic, partitions, err)
-	}
-	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		n, err = topicPartitions(ctx, cl, topic)
-		if err == nil {
-			return n, created, nil
-		}
-		select {
-		case <-ctx.Done():
-			return 0, created, fmt.Errorf("datagen: waiting for topic %s to become ready: %w (last error: %w)", topic, ctx.Err(), err)
-		case <-time.After(backoff):
-		}
-	}
-}
-
-// topicPartitions returns the partition count of topic, or an error if the
-// topic is missing or any partition is leaderless. It issues its own metadata
-// request rather than using kadm.ListTopics, whose answers kgo caches for
-// MetadataMinAge (5s by default): a cached "unknown topic" from before the
-// create would otherwise stall every first Produce to a new topic.
-func topicPartitions(ctx context.Context, cl *kgo.Client, topic string) (int32, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return 0, fmt.Errorf("datagen: describing topic %s: %w", topic, err)
-	}
-	if len(resp.Topics) != 1 {
-		return 0, fmt.Errorf("datagen: describing topic %s: %w", topic, kerr.UnknownTopicOrPartition)
-	}
-	t := resp.Topics[0]
-	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-		return 0, fmt.Errorf("datagen: describing topic %s: %w", topic, err)
-	}
-	if len(t.Partitions) == 0 {
-		return 0, fmt.Errorf("datagen: topic %s has no partitions yet: %w", topic, kerr.LeaderNotAvailable)
-	}
-	for _, p := range t.Partitions {
-		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-			return 0, fmt.Errorf("datagen: topic %s partition %d: %w", topic, p.Partition, err)
-		}
-		if p.Leader < 0 {
-			return 0, fmt.Errorf("datagen: topic %s partition %d has no leader: %w", topic, p.Partition, kerr.LeaderNotAvailable)
-		}
-	}
-	return int32(len(t.Partitions)), nil
 }
 
 // startProgress calls fn about ten times a second from a single goroutine

@@ -188,10 +188,10 @@ func TestConfigErrors(t *testing.T) {
 		mod  func(*Config)
 		want string
 	}{
-		{"empty topic", func(c *Config) { c.Topic = "" }, "topic must not be empty"},
-		{"bad topic", func(c *Config) { c.Topic = "a/b" }, `contains '/'`},
+		{"empty topic", func(c *Config) { c.Topic = "" }, "topic is empty"},
+		{"bad topic", func(c *Config) { c.Topic = "a/b" }, `character '/'`},
 		{"dot topic", func(c *Config) { c.Topic = ".." }, "not allowed"},
-		{"long topic", func(c *Config) { c.Topic = strings.Repeat("a", 250) }, "longer than 249"},
+		{"long topic", func(c *Config) { c.Topic = strings.Repeat("a", 250) }, "more than Kafka's limit of 249"},
 		{"zero count", func(c *Config) { c.Count = 0 }, "count must be positive"},
 		{"negative size", func(c *Config) { c.Size = -1 }, "size must not be negative"},
 		{"zero partitions", func(c *Config) { c.Partitions = 0 }, "partitions must be positive"},

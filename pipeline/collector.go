@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"strconv"
 
 	"github.com/eosctl/eos/txn"
@@ -18,15 +17,14 @@ const IdempotencyKeyHeader = "eos-idempotency-key"
 // collector is the record collector: it turns a Transform's Output into a
 // produced record inside the open transaction.
 type collector struct {
-	ctx    context.Context
 	sess   *txn.Session
 	output string
 	in     *Record
 	index  int
 }
 
-func (c *collector) reset(ctx context.Context, sess *txn.Session, in *Record) {
-	c.ctx, c.sess, c.in, c.index = ctx, sess, in, 0
+func (c *collector) reset(sess *txn.Session, in *Record) {
+	c.sess, c.in, c.index = sess, in, 0
 }
 
 // Emit implements Emitter.
@@ -47,7 +45,7 @@ func (c *collector) Emit(o Output) {
 		Headers:   c.headers(o.Headers),
 	}
 	c.index++
-	c.sess.Produce(c.ctx, r)
+	c.sess.Produce(r)
 }
 
 // headers copies hs (which may alias the input record) without any earlier

@@ -21,7 +21,6 @@ import (
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/supervise"
 	"github.com/eosctl/eos/verify"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -36,6 +35,7 @@ type Config struct {
 	Timeout        time.Duration // for the whole copy; default 5 minutes
 	Bin            string        // the eosctl binary; empty means this executable
 	Out            io.Writer     // narration; nil discards
+	WorkerLogLevel string        // log level of the workers; default warn
 	Logger         *slog.Logger
 }
 
@@ -91,6 +91,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	say("produced %d records of %d bytes to %s (%d partitions) in %.1fs", res.Records, cfg.Size, input, res.Partitions, res.Elapsed.Seconds())
 
+	if _, _, err := admin.EnsureTopic(ctx, cl, output, res.Partitions, nil); err != nil {
+		return nil, err
+	}
 	f := &fleet{cfg: cfg, brokers: b.Addrs()[0]}
 	copyStart := time.Now()
 	for i := range cfg.Workers {
@@ -147,6 +150,9 @@ func (c *Config) defaults() {
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Minute
 	}
+	if c.WorkerLogLevel == "" {
+		c.WorkerLogLevel = "warn"
+	}
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
@@ -172,7 +178,7 @@ func (f *fleet) start(ctx context.Context, i int) error {
 		Bin:  f.cfg.Bin,
 		Args: []string{"run", "passthrough", "--brokers", f.brokers, "--app", app, "--instance", strconv.Itoa(i),
 			"--input", input, "--output", output, "--commit-interval", f.cfg.CommitInterval.String(),
-			"--session-timeout", "6s", "--events", "-", "--log-level", "warn"},
+			"--session-timeout", "6s", "--events", "-", "--log-level", f.cfg.WorkerLogLevel},
 		Stderr: os.Stderr,
 		OnEvent: func(_ string, e pipeline.Event) {
 			switch e.Kind {
@@ -198,7 +204,6 @@ func (f *fleet) start(ctx context.Context, i int) error {
 // times, spread over the copy, restarting it at once with the same instance
 // id.
 func (f *fleet) killLoop(ctx context.Context, cl *kgo.Client, say func(string, ...any)) error {
-	adm := kadm.NewClient(cl)
 	for k := range f.cfg.Kills {
 		target := f.cfg.Records * int64(k+1) / int64(f.cfg.Kills+2)
 		if err := waitOutput(ctx, cl, target, f.cfg.Timeout); err != nil {
@@ -206,7 +211,7 @@ func (f *fleet) killLoop(ctx context.Context, cl *kgo.Client, say func(string, .
 		}
 		i := rand.IntN(len(f.procs))
 		id := app + "-" + strconv.Itoa(i)
-		mid := waitOngoing(ctx, adm, id, 2*time.Second)
+		mid := admin.WaitOngoing(ctx, cl, id, 2*time.Second)
 		f.procs[i].Kill()
 		f.kills++
 		state := "between transactions"
@@ -238,23 +243,6 @@ func (f *fleet) stopAll() {
 			p.Kill()
 		}
 	}
-}
-
-// waitOngoing polls the coordinator until transactional id has an open
-// transaction, so that the kill lands mid-transaction, and reports whether
-// it saw one in time.
-func waitOngoing(ctx context.Context, adm *kadm.Client, id string, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		d, err := adm.DescribeTransactions(ctx, id)
-		if err == nil {
-			if t, ok := d[id]; ok && t.Err == nil && t.State == "Ongoing" {
-				return true
-			}
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return false
 }
 
 // waitOutput waits until the output topic holds at least n offsets.

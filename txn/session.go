@@ -110,10 +110,12 @@ func (s *Session) Begin() error {
 }
 
 // Produce sends r inside the open transaction. A failure is remembered and
-// turns the next End into an abort.
-func (s *Session) Produce(ctx context.Context, r *kgo.Record) {
+// turns the next End into an abort. The record is not tied to a context: a
+// canceled record would fail the transaction, and shutdown wants to commit
+// it instead.
+func (s *Session) Produce(r *kgo.Record) {
 	s.records++
-	s.s.Produce(ctx, r, s.promise)
+	s.s.Produce(context.Background(), r, s.promise)
 }
 
 func (s *Session) promise(r *kgo.Record, err error) {
@@ -149,6 +151,14 @@ type Result struct {
 func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 	start := time.Now()
 	res := Result{Records: s.records}
+	if commit {
+		// Wait for every record's outcome before deciding: kgo commits
+		// whatever succeeded, so a record that fails during End's own
+		// flush would be lost while its offset commits.
+		if err := s.s.Client().Flush(ctx); err != nil {
+			return res, fmt.Errorf("txn: flushing the transaction of %q: %w", s.id, err)
+		}
+	}
 	s.mu.Lock()
 	prodErr := s.prodErr
 	s.mu.Unlock()

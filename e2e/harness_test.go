@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/eosctl/eos/supervise"
+	"github.com/eosctl/eos/verify"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// eosctl is the binary under test, built once by TestMain.
+var eosctl string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "eos-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	eosctl = filepath.Join(dir, "eosctl")
+	build := exec.Command("go", "build", "-o", eosctl, "github.com/eosctl/eos/cmd/eosctl")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building eosctl:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one test's broker, admin client and worker processes.
+type env struct {
+	t      *testing.T
+	b      *broker.Broker
+	cl     *kgo.Client
+	opts   []kgo.Opt
+	ctx    context.Context
+	mu     sync.Mutex
+	procs  []*supervise.Proc
+	events []pipeline.Event
+	logs   *bytes.Buffer
+}
+
+func newEnv(t *testing.T, cfg broker.Config) *env {
+	t.Helper()
+	cfg.MinSessionTimeout = time.Second
+	b, err := broker.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	e := &env{t: t, b: b, ctx: ctx, opts: []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}, logs: &bytes.Buffer{}}
+	e.cl, err = admin.Connect(ctx, 10*time.Second, e.opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, p := range e.procs {
+			p.Kill()
+		}
+		e.cl.Close()
+		b.Close()
+		cancel()
+		if t.Failed() {
+			e.mu.Lock()
+			t.Logf("worker logs:\n%s", e.logs.String())
+			e.mu.Unlock()
+		}
+	})
+	return e
+}
+
+// lockedWriter serialises the stderr of all workers into one buffer.
+type lockedWriter struct {
+	e    *env
+	name string
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.e.mu.Lock()
+	defer w.e.mu.Unlock()
+	for _, line := range bytes.SplitAfter(p, []byte("\n")) {
+		if len(line) > 0 {
+			fmt.Fprintf(w.e.logs, "[%s] %s", w.name, line)
+		}
+	}
+	return len(p), nil
+}
+
+// produce writes n datagen records to topic, at rate records/s (0: flat out).
+func (e *env) produce(topic string, n int64, partitions int32, rate int) {
+	e.t.Helper()
+	if _, err := datagen.Produce(e.ctx, e.cl, datagen.Config{Topic: topic, Count: n, Size: 100, Partitions: partitions, Rate: rate}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// produceAsync produces in the background; the returned channel yields its error.
+func (e *env) produceAsync(topic string, n int64, partitions int32, rate int) <-chan error {
+	if _, _, err := admin.EnsureTopic(e.ctx, e.cl, topic, partitions, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := datagen.Produce(e.ctx, e.cl, datagen.Config{Topic: topic, Count: n, Size: 100, Partitions: partitions, Rate: rate})
+		done <- err
+	}()
+	return done
+}
+
+// worker starts `eosctl run passthrough` for instance i of app.
+func (e *env) worker(app string, i int, in, out string, extra ...string) *supervise.Proc {
+	e.t.Helper()
+	name := app + "-" + strconv.Itoa(i)
+	args := append([]string{"run", "passthrough", "--brokers", e.b.Addrs()[0], "--app", app, "--instance", strconv.Itoa(i),
+		"--input", in, "--output", out, "--session-timeout", "3s", "--events", "-", "--log-level", "info"}, extra...)
+	p, err := supervise.Start(e.ctx, supervise.Config{
+		Name: name, Bin: eosctl, Args: args, Stderr: lockedWriter{e, name},
+		OnEvent: func(_ string, ev pipeline.Event) {
+			e.mu.Lock()
+			e.events = append(e.events, ev)
+			e.mu.Unlock()
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.procs = append(e.procs, p)
+	e.mu.Unlock()
+	return p
+}
+
+// count returns how many events of kind all workers have written.
+func (e *env) count(kind pipeline.EventKind) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ev := range e.events {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// tail starts a concurrent read_committed reader of topic.
+func (e *env) tail(topic string) *verify.Tail {
+	e.t.Helper()
+	tl, err := verify.NewTail(e.ctx, e.opts, topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { tl.Stop() })
+	return tl
+}
+
+// waitCaughtUp waits until group has committed everything in topics.
+func (e *env) waitCaughtUp(group string, within time.Duration, topics ...string) {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		lag, err := admin.GroupLag(e.ctx, e.cl, group, topics...)
+		if err == nil && lag == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("group %s did not catch up on %v within %s: lag %d, err %v", group, topics, within, lag, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM to every running worker and requires exit code 0.
+func (e *env) stop() {
+	e.t.Helper()
+	for _, p := range e.procs {
+		select {
+		case <-p.Done():
+			continue
+		default:
+		}
+		_ = p.Signal(syscall.SIGTERM)
+		select {
+		case <-p.Done():
+			if code := p.Wait(); code != 0 {
+				e.t.Errorf("worker %s exited %d after SIGTERM, want 0", p.Name, code)
+			}
+		case <-time.After(20 * time.Second):
+			e.t.Errorf("worker %s did not exit within 20s of SIGTERM", p.Name)
+			p.Kill()
+		}
+	}
+}
+
+// requireExactlyOnce is the verdict every exactly-once test ends with: the
+// final read_committed read of the output and the concurrent tail both see
+// every input record exactly once, in input order per partition.
+func (e *env) requireExactlyOnce(in, out string, tl *verify.Tail, n int64) {
+	e.t.Helper()
+	rep, err := verify.Run(e.ctx, e.opts, verify.Config{Input: in, Output: out, Timeout: time.Minute})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if !rep.OK() || rep.InputRecords != n {
+		e.t.Fatalf("verify after the faults: %s (want %d input records)", rep.Summary(), n)
+	}
+	if tl != nil {
+		if err := tl.WaitFor(e.ctx, n); err != nil {
+			e.t.Fatalf("concurrent read_committed reader: %v", err)
+		}
+		tr := tl.Stop()
+		if !tr.OK() || tr.Keys != n {
+			e.t.Fatalf("concurrent read_committed reader: %s (want %d keys)", tr, n)
+		}
+		e.t.Logf("%s; %s", rep.Summary(), tr)
+	}
+}
