@@ -50,9 +50,9 @@ func Ping(ctx context.Context, cl *kgo.Client, timeout time.Duration) error {
 		return nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("no broker of %s answered within %s: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), timeout, ErrUnreachable)
+		return fmt.Errorf("cannot reach brokers %s: no answer within %s: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), timeout, ErrUnreachable)
 	}
-	return fmt.Errorf("connecting to %s: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), err)
+	return fmt.Errorf("cannot reach brokers %s: %w: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), ErrUnreachable, err)
 }
 
 // Partitions returns the partition count of topic once every partition has

@@ -17,6 +17,8 @@ const (
 	EventReinit    EventKind = "reinit"    // the producer was re-initialised after an unknown outcome
 	EventFenced    EventKind = "fenced"    // another incarnation took over; the worker stops
 	EventStopped   EventKind = "stopped"   // the worker stopped (Err set if it failed)
+	EventAssigned  EventKind = "assigned"  // the group assigned partitions (Partitions set)
+	EventRevoked   EventKind = "revoked"   // partitions were revoked in a rebalance, or lost
 )
 
 // Event is one worker lifecycle event, as passed to Config.OnEvent and as
@@ -34,6 +36,8 @@ type Event struct {
 	Duration        time.Duration `json:"duration_ns,omitempty"`
 	CommitDuration  time.Duration `json:"commit_duration_ns,omitempty"`
 	Reason          string        `json:"reason,omitempty"`
+	// Partitions are the partitions assigned or revoked, by topic.
+	Partitions map[string][]int32 `json:"partitions,omitempty"`
 	Err             string        `json:"error,omitempty"`
 }
 

@@ -61,8 +61,9 @@ type Config struct {
 	AbortFraction float64
 
 	Logger *slog.Logger
-	// OnEvent, if set, receives every lifecycle event synchronously on the
-	// worker's goroutine; it must be quick.
+	// OnEvent, if set, receives every lifecycle event. It is called
+	// synchronously, from the worker's goroutine or (for assignment events)
+	// the client's, so it must be quick and safe for concurrent use.
 	OnEvent func(Event)
 }
 
@@ -159,6 +160,17 @@ func (w *Worker) clientOpts() []kgo.Opt {
 		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
 		kgo.RecordDeliveryTimeout(w.cfg.TransactionTimeout/2),
 		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			w.emit(Event{Kind: EventAssigned, Partitions: ps})
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			if len(ps) > 0 {
+				w.emit(Event{Kind: EventRevoked, Partitions: ps, Reason: "revoked"})
+			}
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			w.emit(Event{Kind: EventRevoked, Partitions: ps, Reason: "lost"})
+		}),
 	)
 }
 

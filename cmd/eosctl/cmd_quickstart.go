@@ -34,7 +34,9 @@ Needs no Kafka and no flags; --brokers is ignored (the broker is embedded).`,
 				return usage(fmt.Errorf("--records, --kills, --workers and --size must not be negative"))
 			}
 			cfg.Logger = log
-			cfg.WorkerLogLevel = g.logLevel
+			if cmd.Flags().Changed("log-level") {
+				cfg.WorkerLogLevel = g.logLevel
+			}
 			if !asJSON {
 				cfg.Out = os.Stdout
 			}
