@@ -177,6 +177,7 @@ func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 		return res, fmt.Errorf("txn: ending transaction of %q (outcome unknown, commit=%v): %w", s.id, commit, err)
 	}
 	res.Committed = committed
+	s.refreshProducer(ctx)
 	if !committed && res.AbortReason == "" {
 		res.AbortReason = "requested"
 		if commit {
@@ -187,6 +188,14 @@ func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 		s.log.Warn("transaction aborted after a failed produce", "transactional_id", s.id, "err", prodErr)
 	}
 	return res, nil
+}
+
+// refreshProducer records the epoch the producer holds now: under KIP-890
+// (transaction.version 2) every EndTxn bumps it.
+func (s *Session) refreshProducer(ctx context.Context) {
+	if pid, epoch, err := s.s.Client().ProducerID(ctx); err == nil {
+		s.producerID, s.epoch = pid, epoch
+	}
 }
 
 // fenced builds the FencedError, asking the coordinator for the epoch that

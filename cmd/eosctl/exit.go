@@ -41,6 +41,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &fe):
 		return exitFenced
+	case isFenced(err):
+		return exitFenced
 	case errors.As(err, &ue), errors.Is(err, pipeline.ErrConfig), errors.Is(err, fencing.ErrInvalidName), errors.Is(err, admin.ErrNoTopic):
 		return exitUsage
 	case txn.Classify(err) == txn.Auth:
@@ -52,4 +54,9 @@ func exitCode(err error) int {
 // oneLine keeps error output to one line, as every eosctl error promises.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+func isFenced(err error) bool {
+	_, ok := fencing.IsFenced(err)
+	return ok
 }

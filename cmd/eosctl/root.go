@@ -68,6 +68,7 @@ instance with the same transactional.id; 4 authorization failure.`,
 		newRunCmd(g),
 		newVerifyCmd(g),
 		newQuickstartCmd(g),
+		newDemoCmd(g),
 	)
 	return root
 }

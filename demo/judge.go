@@ -1,0 +1,94 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/eosctl/eos/verify"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// judge verifies the output under read_committed, counts what a
+// read_uncommitted reader would see, and states the verdict.
+func (r *run) judge(ctx context.Context) error {
+	rep, err := verify.Run(ctx, r.opts, verify.Config{Input: r.rep.Input, Output: r.rep.Output, Timeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	r.rep.Verify = rep
+	if r.rep.LogRecords, err = countLog(ctx, r.cl, r.opts, r.rep.Output); err != nil {
+		return err
+	}
+	hidden := r.rep.LogRecords - rep.OutputRecords
+	switch r.cfg.Scenario {
+	case ScenarioUnsafe:
+		r.rep.OK = rep.Duplicates > 0
+		r.rep.Verdict = fmt.Sprintf("UNSAFE, as expected: %d duplicates of %d input records (e.g. keys %v): the zombie's writes and B's re-processing of them are both visible; nothing fenced A",
+			rep.Duplicates, rep.InputRecords, rep.DuplicateExamples)
+		if !r.rep.OK {
+			r.rep.Verdict = "the unsafe copier produced no duplicates this time: the demonstration did not demonstrate anything; run it again"
+		}
+	default:
+		r.rep.OK = rep.OK() && (r.cfg.Scenario != ScenarioZombie || r.rep.ZombieExit == 3)
+		r.rep.Verdict = fmt.Sprintf("EXACTLY ONCE: %d input records, %d in the output under read_committed, %d duplicates, %d missing; %d aborted records sit in the log, visible only to read_uncommitted readers",
+			rep.InputRecords, rep.OutputRecords, rep.Duplicates, rep.Missing, hidden)
+		if !r.rep.OK {
+			r.rep.Verdict = "FAILED: " + rep.Summary()
+			if r.cfg.Scenario == ScenarioZombie && r.rep.ZombieExit != 3 {
+				r.rep.Verdict += fmt.Sprintf("; the zombie exited %d, not 3 (fenced)", r.rep.ZombieExit)
+			}
+		}
+	}
+	r.step("verify", 0, 0, "%s", r.rep.Verdict)
+	return nil
+}
+
+// countLog counts the data records in topic up to its high watermark as a
+// read_uncommitted consumer sees them: committed and aborted alike.
+func countLog(ctx context.Context, adm *kgo.Client, opts []kgo.Opt, topic string) (int64, error) {
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+	}
+	want := map[int32]kgo.Offset{}
+	left := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = kgo.NewOffset().AtStart()
+			left++
+		}
+	})
+	if left == 0 {
+		return 0, nil
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var n int64
+	done := map[int32]bool{}
+	for len(done) < left {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("reading %s read_uncommitted: %w", topic, err)
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			if !rec.Attrs.IsControl() {
+				n++
+			}
+			if end, _ := ends.Lookup(topic, rec.Partition); rec.Offset+1 >= end.Offset {
+				done[rec.Partition] = true
+			}
+		})
+	}
+	return n, nil
+}
