@@ -302,12 +302,20 @@ func (r *run) zombie(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.step("A", ev.ProducerID, ev.Epoch, "started as instance 0 (transactional.id %s-0); InitProducerId", r.app)
+	idKind := "transactional.id"
+	if r.cfg.Scenario == ScenarioUnsafe {
+		idKind = "group.instance.id; idempotent producer, no transactional.id"
+	}
+	r.step("A", ev.ProducerID, ev.Epoch, "started as instance 0 (%s %s-0); InitProducerId", idKind, r.app)
 	ev, err = r.waitEvent("A", pipeline.EventCommitted, 1, 15*time.Second)
 	if err != nil {
 		return err
 	}
-	r.step("A", ev.ProducerID, ev.Epoch, "committed a transaction of %d records", ev.Records)
+	if r.cfg.Scenario == ScenarioUnsafe {
+		r.step("A", ev.ProducerID, ev.Epoch, "flushed %d records, then committed their input offsets", ev.Records)
+	} else {
+		r.step("A", ev.ProducerID, ev.Epoch, "committed a transaction of %d records", ev.Records)
+	}
 	if r.cfg.Scenario == ScenarioUnsafe {
 		time.Sleep(600 * time.Millisecond) // into the next commit interval
 		r.step("A", ev.ProducerID, ev.Epoch, "has produced records it has not committed offsets for")
@@ -337,7 +345,7 @@ func (r *run) zombie(ctx context.Context) error {
 		return err
 	}
 	if r.cfg.Scenario == ScenarioUnsafe {
-		r.step("B", ev.ProducerID, ev.Epoch, "started as instance 0: a new idempotent producer id; nothing fences A")
+		r.step("B", ev.ProducerID, ev.Epoch, "started as instance 0: a new idempotent producer id; nothing fences A's producer")
 	} else {
 		r.step("B", ev.ProducerID, ev.Epoch, "started as instance 0: InitProducerId bumped the epoch; the coordinator aborted A's open transaction")
 	}

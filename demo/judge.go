@@ -25,7 +25,7 @@ func (r *run) judge(ctx context.Context) error {
 	switch r.cfg.Scenario {
 	case ScenarioUnsafe:
 		r.rep.OK = rep.Duplicates > 0
-		r.rep.Verdict = fmt.Sprintf("UNSAFE, as expected: %d duplicates of %d input records (e.g. keys %v): the zombie's writes and B's re-processing of them are both visible; nothing fenced A",
+		r.rep.Verdict = fmt.Sprintf("UNSAFE, as expected: %d duplicates of %d input records (e.g. keys %v): what A wrote after its last offset commit, B wrote again, and both copies are visible; the group fence (FENCED_INSTANCE_ID) stopped A only after the fact, since an idempotent producer cannot be fenced",
 			rep.Duplicates, rep.InputRecords, rep.DuplicateExamples)
 		if !r.rep.OK {
 			r.rep.Verdict = "the unsafe copier produced no duplicates this time: the demonstration did not demonstrate anything; run it again"
