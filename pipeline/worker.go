@@ -13,6 +13,7 @@ import (
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -41,6 +42,18 @@ type Config struct {
 	// MaxTxnRecords ends a transaction early once it has consumed this many
 	// records; 0 means no limit.
 	MaxTxnRecords int
+	// AutoInterval makes the worker choose its commit interval at run time:
+	// the shortest that keeps the time spent committing (flush, offset
+	// commit, EndTxn) under OverheadBudget of wall time, at most
+	// MaxCommitInterval. CommitInterval is then ignored. See
+	// adaptiveInterval for how, and what can go wrong.
+	AutoInterval bool
+	// OverheadBudget is the share of wall time AutoInterval lets commits
+	// take, in (0, 0.5]; 0 means DefaultOverheadBudget (3%).
+	OverheadBudget float64
+	// MaxCommitInterval bounds the interval AutoInterval chooses; 0 means
+	// DefaultMaxCommitInterval. It must stay under TransactionTimeout.
+	MaxCommitInterval time.Duration
 	// SessionTimeout is the group session timeout; 0 means 10s.
 	SessionTimeout time.Duration
 	// TransactionTimeout is the coordinator-side transaction timeout; 0
@@ -77,6 +90,7 @@ type Worker struct {
 	col   collector
 	rec   Record
 
+	auto         *adaptiveInterval // nil: the fixed CommitInterval
 	lastCommit   time.Time
 	failingSince time.Time
 	backoff      time.Duration
@@ -119,6 +133,9 @@ func New(cfg Config, t Transform) (*Worker, error) {
 	if cfg.CommitInterval < 0 || cfg.MaxTxnRecords < 0 || cfg.SessionTimeout < 0 || cfg.TransactionTimeout < 0 {
 		return nil, fmt.Errorf("%w: durations and --max-txn-records must not be negative", ErrConfig)
 	}
+	if err := validateAuto(&cfg); err != nil {
+		return nil, err
+	}
 	if cfg.AbortFraction < 0 || cfg.AbortFraction >= 1 {
 		return nil, fmt.Errorf("%w: abort fraction must be in [0, 1)", ErrConfig)
 	}
@@ -140,7 +157,7 @@ func New(cfg Config, t Transform) (*Worker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("app", cfg.App, "instance", cfg.Instance)
-	w := &Worker{cfg: cfg, id: id, t: t, log: log}
+	w := &Worker{cfg: cfg, id: id, t: t, log: log, auto: newAdaptiveInterval(cfg)}
 	w.col.output = cfg.Output
 	return w, nil
 }
@@ -188,7 +205,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	for i, in := range w.cfg.Inputs {
 		n, err := admin.Partitions(ctx, cl, in)
 		if err != nil {
-			return fmt.Errorf("input: %w", err)
+			return fmt.Errorf("input: %w", txn.Denied(err, "DESCRIBE", "Topic", in))
 		}
 		if i == 0 {
 			parts = n
@@ -199,7 +216,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	}
 	n, created, err := admin.EnsureTopic(ctx, cl, w.cfg.Output, parts, nil)
 	if err != nil {
-		return fmt.Errorf("output: %w", err)
+		return fmt.Errorf("output: %w", txn.Denied(err, "DESCRIBE or CREATE", "Topic", w.cfg.Output))
 	}
 	if created {
 		w.log.Info("created output topic", "topic", w.cfg.Output, "partitions", n)
@@ -315,7 +332,7 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 		}
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if sess.InTxn() {
-			pollCtx, cancel = context.WithDeadline(ctx, sess.Began().Add(w.cfg.CommitInterval))
+			pollCtx, cancel = context.WithDeadline(ctx, sess.Began().Add(w.commitInterval()))
 		}
 		fs := sess.PollRecords(pollCtx, 10000)
 		cancel()
@@ -329,7 +346,7 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 		if err := w.process(ctx, sess, fs, &consumed); err != nil {
 			return err
 		}
-		if sess.InTxn() && (time.Since(sess.Began()) >= w.cfg.CommitInterval || w.cfg.MaxTxnRecords > 0 && consumed >= w.cfg.MaxTxnRecords) {
+		if sess.InTxn() && (time.Since(sess.Began()) >= w.commitInterval() || w.cfg.MaxTxnRecords > 0 && consumed >= w.cfg.MaxTxnRecords) {
 			if err := w.end(ctx, sess, consumed); err != nil {
 				return err
 			}
@@ -374,6 +391,7 @@ func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error
 		w.stats.Aborted.Add(1)
 		return err
 	}
+	w.auto.observe(res.CommitDuration)
 	pid, epoch := sess.Producer()
 	ev := Event{ProducerID: pid, Epoch: epoch, Records: res.Records, Consumed: consumed, Duration: res.Duration, CommitDuration: res.CommitDuration}
 	if res.Committed {
@@ -429,7 +447,14 @@ func (w *Worker) fetchErr(sess *txn.Session, fs kgo.Fetches) error {
 			pid, epoch := sess.Producer()
 			reason, _ := fencing.IsFenced(err)
 			out = &fencing.FencedError{TransactionalID: w.id, Reason: reason, ProducerID: pid, Epoch: epoch, CurrentEpoch: -1, Err: err}
-		case txn.Auth, txn.Fatal:
+		case txn.Auth:
+			var gs *kgo.ErrGroupSession
+			if errors.As(err, &gs) || errors.Is(err, kerr.GroupAuthorizationFailed) {
+				out = txn.Denied(err, "READ", "Group", w.cfg.App)
+			} else {
+				out = fmt.Errorf("consuming %s[%d]: %w", topic, partition, txn.Denied(err, "READ", "Topic", topic))
+			}
+		case txn.Fatal:
 			out = fmt.Errorf("consuming %s[%d]: %w", topic, partition, err)
 		default:
 			w.log.Warn("fetch error; the client retries", "topic", topic, "partition", partition, "err", err)

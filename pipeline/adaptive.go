@@ -1,0 +1,127 @@
+package pipeline
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Defaults of the adaptive commit interval (Config.AutoInterval).
+const (
+	// DefaultOverheadBudget is the share of wall time the adaptive
+	// interval lets commits take: 3%, the loss a raw transactional
+	// producer shows at a 100ms interval with 1 KiB records.
+	DefaultOverheadBudget = 0.03
+	// DefaultMaxCommitInterval bounds the adaptive interval, and so the
+	// latency a read_committed consumer sees, when commits are slow.
+	DefaultMaxCommitInterval = 5 * time.Second
+	// minAutoInterval keeps a fast (loopback) cluster from driving the
+	// interval to nothing.
+	minAutoInterval = time.Millisecond
+	// autoStartInterval is used until the first commit has been timed.
+	autoStartInterval = 100 * time.Millisecond
+	// commitEWMAWeight is the weight of the newest commit in the running
+	// mean of commit durations: about the last ten commits count.
+	commitEWMAWeight = 0.2
+)
+
+// adaptiveInterval chooses the commit interval at run time: the shortest one
+// that keeps the time the worker spends committing (flush, offset commit and
+// EndTxn, during which it processes nothing) within a budget b, a fraction of
+// wall time.
+//
+// A transaction held open for T and committed in c costs a busy worker
+// c/(T+c) of its time, so the shortest interval within budget is
+// T = c(1-b)/b. The per-commit cost c is a handful of round trips to the
+// coordinators and does not depend on how many records the transaction
+// holds, but it does drift with the network and the brokers' load, so it is
+// not configured: it is estimated from the commits the worker makes, as an
+// exponentially weighted mean (the overhead is a ratio of sums, so the mean
+// is the right statistic, not a percentile), and T is recomputed after every
+// commit, clamped to [minAutoInterval, max].
+//
+// What can only make the real overhead smaller than the budget: time with no
+// transaction open (no input), and transactions that run past T because the
+// last poll's records are still being processed. A busy worker therefore
+// lands on the budget and an idle one under it. A commit that fails is not
+// timed: the worker re-initialises and starts again from its current
+// estimate.
+type adaptiveInterval struct {
+	budget float64
+	max    time.Duration
+
+	mu   sync.Mutex
+	mean float64 // seconds; 0 until the first commit is timed
+	cur  time.Duration
+}
+
+func newAdaptiveInterval(cfg Config) *adaptiveInterval {
+	if !cfg.AutoInterval {
+		return nil
+	}
+	return &adaptiveInterval{budget: cfg.OverheadBudget, max: cfg.MaxCommitInterval, cur: min(autoStartInterval, cfg.MaxCommitInterval)}
+}
+
+// interval returns the commit interval in force.
+func (a *adaptiveInterval) interval() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cur
+}
+
+// observe folds the duration of one commit into the estimate and recomputes
+// the interval. It is safe to call on a nil receiver (a fixed interval).
+func (a *adaptiveInterval) observe(commit time.Duration) {
+	if a == nil || commit <= 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := commit.Seconds()
+	if a.mean == 0 {
+		a.mean = c
+	} else {
+		a.mean += commitEWMAWeight * (c - a.mean)
+	}
+	t := time.Duration(a.mean * (1 - a.budget) / a.budget * float64(time.Second))
+	a.cur = min(max(t, minAutoInterval), a.max)
+}
+
+// commitInterval is how long the worker keeps a transaction open.
+func (w *Worker) commitInterval() time.Duration {
+	if w.auto != nil {
+		return w.auto.interval()
+	}
+	return w.cfg.CommitInterval
+}
+
+// CommitInterval returns the commit interval in force: the configured one,
+// or with AutoInterval the one the worker has chosen from the commits so far.
+func (w *Worker) CommitInterval() time.Duration { return w.commitInterval() }
+
+// validateAuto checks and defaults the adaptive-interval settings of cfg.
+func validateAuto(cfg *Config) error {
+	if cfg.OverheadBudget < 0 || cfg.OverheadBudget > 0.5 {
+		return fmt.Errorf("%w: the commit overhead budget must be in (0, 50%%], got %g%%", ErrConfig, cfg.OverheadBudget*100)
+	}
+	if cfg.MaxCommitInterval < 0 {
+		return fmt.Errorf("%w: the maximum commit interval must not be negative, got %s", ErrConfig, cfg.MaxCommitInterval)
+	}
+	if !cfg.AutoInterval {
+		return nil
+	}
+	if cfg.OverheadBudget == 0 {
+		cfg.OverheadBudget = DefaultOverheadBudget
+	}
+	if cfg.MaxCommitInterval == 0 {
+		cfg.MaxCommitInterval = DefaultMaxCommitInterval
+	}
+	txnTimeout := cfg.TransactionTimeout
+	if txnTimeout == 0 {
+		txnTimeout = 60 * time.Second
+	}
+	if cfg.MaxCommitInterval > txnTimeout/2 {
+		return fmt.Errorf("%w: the maximum commit interval %s must be at most half the transaction timeout %s, or the coordinator may abort transactions the worker still means to commit", ErrConfig, cfg.MaxCommitInterval, txnTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+package pipeline
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestAdaptiveIntervalIsTheShortestWithinBudget(t *testing.T) {
+	a := newAdaptiveInterval(Config{AutoInterval: true, OverheadBudget: 0.03, MaxCommitInterval: 5 * time.Second})
+	if got := a.interval(); got != autoStartInterval {
+		t.Fatalf("before any commit the interval is %s, want the starting %s", got, autoStartInterval)
+	}
+	for range 50 {
+		a.observe(3 * time.Millisecond)
+	}
+	// c/(T+c) = 3% at T = 3ms * 0.97/0.03 = 97ms.
+	if got, want := a.interval(), 97*time.Millisecond; got < want-time.Millisecond || got > want+time.Millisecond {
+		t.Fatalf("with 3ms commits and a 3%% budget the interval is %s, want %s", got, want)
+	}
+	overhead := 3.0 / (float64(a.interval().Milliseconds()) + 3)
+	if overhead > 0.031 || overhead < 0.029 {
+		t.Fatalf("the chosen interval gives an overhead of %.2f%%, want 3%%", overhead*100)
+	}
+	// Slower commits move it up, within a few commits, but never past max.
+	for range 50 {
+		a.observe(time.Second)
+	}
+	if got := a.interval(); got != 5*time.Second {
+		t.Fatalf("with 1s commits the interval is %s, want the 5s maximum", got)
+	}
+	for range 50 {
+		a.observe(time.Microsecond)
+	}
+	if got := a.interval(); got != minAutoInterval {
+		t.Fatalf("with 1µs commits the interval is %s, want the %s floor", got, minAutoInterval)
+	}
+	var fixed *adaptiveInterval
+	fixed.observe(time.Second) // a fixed interval ignores commit timings
+}
+
+func TestAutoIntervalConfigErrors(t *testing.T) {
+	base := Config{App: "a", Instance: "0", Inputs: []string{"in"}, Output: "out", AutoInterval: true}
+	w, err := New(base, TransformFunc(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.CommitInterval(); got != autoStartInterval {
+		t.Fatalf("auto starts at %s, want %s", got, autoStartInterval)
+	}
+	if w.cfg.OverheadBudget != DefaultOverheadBudget || w.cfg.MaxCommitInterval != DefaultMaxCommitInterval {
+		t.Fatalf("defaults not applied: budget %g, max %s", w.cfg.OverheadBudget, w.cfg.MaxCommitInterval)
+	}
+	for name, mod := range map[string]func(*Config){
+		"negative budget":       func(c *Config) { c.OverheadBudget = -0.01 },
+		"budget over 50%":       func(c *Config) { c.OverheadBudget = 0.6 },
+		"negative max interval": func(c *Config) { c.MaxCommitInterval = -time.Second },
+		"max over txn timeout":  func(c *Config) { c.MaxCommitInterval = time.Minute; c.TransactionTimeout = 10 * time.Second },
+	} {
+		cfg := base
+		mod(&cfg)
+		if _, err := New(cfg, TransformFunc(nil)); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: New returned %v, want an ErrConfig", name, err)
+		}
+	}
+}
