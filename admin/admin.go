@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // ErrUnreachable is wrapped when no broker answers within the timeout.
@@ -52,7 +54,11 @@ func Ping(ctx context.Context, cl *kgo.Client, timeout time.Duration) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("cannot reach brokers %s: no answer within %s: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), timeout, ErrUnreachable)
 	}
-	return fmt.Errorf("cannot reach brokers %s: %w: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), ErrUnreachable, err)
+	hint := ""
+	if ms, _ := cl.OptValue(kgo.SASL).([]sasl.Mechanism); len(ms) > 0 && errors.Is(err, io.EOF) {
+		hint = " (the connection closed during SASL authentication: most likely the user or password was rejected)"
+	}
+	return fmt.Errorf("cannot reach brokers %s%s: %w: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), hint, ErrUnreachable, err)
 }
 
 // Partitions returns the partition count of topic once every partition has

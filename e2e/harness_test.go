@@ -57,13 +57,20 @@ type env struct {
 
 func newEnv(t *testing.T, cfg broker.Config) *env {
 	t.Helper()
+	return newEnvWith(t, cfg, nil)
+}
+
+// newEnvWith is newEnv with extra connection options (TLS, SASL) for the
+// test's own clients.
+func newEnvWith(t *testing.T, cfg broker.Config, connOpts []kgo.Opt) *env {
+	t.Helper()
 	cfg.MinSessionTimeout = time.Second
 	b, err := broker.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	e := &env{t: t, b: b, ctx: ctx, opts: []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}, logs: &bytes.Buffer{}}
+	e := &env{t: t, b: b, ctx: ctx, opts: append([]kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}, connOpts...), logs: &bytes.Buffer{}}
 	e.cl, err = admin.Connect(ctx, 10*time.Second, e.opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/eosctl/eos/fencing"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -79,4 +80,37 @@ func Classify(err error) Class {
 		return Fatal
 	}
 	return Unknown
+}
+
+// AuthError names an authorization failure by the operation and resource an
+// ACL must grant, as Kafka's errors do not: TOPIC_AUTHORIZATION_FAILED alone
+// does not say which topic, nor whether reading or writing was refused.
+type AuthError struct {
+	Operation    string // READ, WRITE, DESCRIBE, CREATE, IDEMPOTENT_WRITE
+	ResourceType string // Topic, Group, TransactionalId, Cluster
+	Resource     string
+	Err          error
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("not authorized: %s on %s %q was denied; grant it with an ACL for this principal (%v)", e.Operation, e.ResourceType, e.Resource, e.Err)
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// Denied wraps err in an AuthError naming op on the resource if err is an
+// authorization failure, and returns err unchanged otherwise. A failure that
+// is already an AuthError is kept as it is.
+func Denied(err error, op, resourceType, resource string) error {
+	var ae *AuthError
+	if err == nil || Classify(err) != Auth || errors.As(err, &ae) {
+		return err
+	}
+	switch {
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed) && resourceType != "TransactionalId":
+		return err // named by the caller that knows the id
+	case errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return &AuthError{Operation: "IDEMPOTENT_WRITE", ResourceType: "Cluster", Resource: "kafka-cluster", Err: err}
+	}
+	return &AuthError{Operation: op, ResourceType: resourceType, Resource: resource, Err: err}
 }

@@ -66,11 +66,17 @@ func Open(ctx context.Context, id string, log *slog.Logger, opts ...kgo.Opt) (*S
 		if Classify(err) == Fenced {
 			return nil, sess.fenced(ctx, err)
 		}
-		return nil, fmt.Errorf("txn: initialising producer for transactional.id %q: %w", id, err)
+		return nil, fmt.Errorf("txn: initialising producer for transactional.id %q: %w", id, Denied(err, "WRITE", "TransactionalId", id))
 	}
 	sess.producerID, sess.epoch = pid, epoch
 	log.Info("producer initialised", "transactional_id", id, "producer_id", pid, "epoch", epoch)
 	return sess, nil
+}
+
+// group returns the consumer group the session commits offsets for.
+func (s *Session) group() string {
+	g, _ := s.s.Client().GroupMetadata()
+	return g
 }
 
 // ID returns the transactional.id.
@@ -124,7 +130,7 @@ func (s *Session) promise(r *kgo.Record, err error) {
 	}
 	s.mu.Lock()
 	if s.prodErr == nil {
-		s.prodErr = fmt.Errorf("producing to %s[%d]: %w", r.Topic, r.Partition, err)
+		s.prodErr = fmt.Errorf("producing to %s[%d]: %w", r.Topic, r.Partition, Denied(err, "WRITE", "Topic", r.Topic))
 	}
 	s.mu.Unlock()
 }
@@ -171,10 +177,18 @@ func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 	now := time.Now()
 	res.Duration, res.CommitDuration = now.Sub(s.began), now.Sub(start)
 	if err != nil {
-		if Classify(err) == Fenced {
+		switch Classify(err) {
+		case Fenced:
 			return res, s.fenced(ctx, err)
+		case Auth:
+			err = Denied(Denied(err, "WRITE", "TransactionalId", s.id), "READ", "Group", s.group())
+			return res, fmt.Errorf("txn: ending transaction of %q: %w", s.id, err)
 		}
 		return res, fmt.Errorf("txn: ending transaction of %q (outcome unknown, commit=%v): %w", s.id, commit, err)
+	}
+	if prodErr != nil && Classify(prodErr) != Unknown {
+		// Aborted; a refused or invalid write will be refused again.
+		return res, fmt.Errorf("txn: transaction of %q aborted: %w", s.id, prodErr)
 	}
 	res.Committed = committed
 	s.refreshProducer(ctx)

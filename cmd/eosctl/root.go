@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eosctl/eos/conn"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -20,6 +21,7 @@ type globals struct {
 	timeout   time.Duration
 	logLevel  string
 	logFormat string
+	conn      conn.Config
 }
 
 func newRoot() *cobra.Command {
@@ -61,6 +63,14 @@ instance with the same transactional.id; 4 authorization failure.`,
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long to wait for the brokers to answer before failing")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (logs go to stderr)")
+	pf.BoolVar(&g.conn.TLS, "tls", envOr("EOSCTL_TLS", "") == "true", "connect with TLS (env EOSCTL_TLS=true)")
+	pf.StringVar(&g.conn.TLSCA, "tls-ca", envOr("EOSCTL_TLS_CA", ""), "PEM file of CAs to trust instead of the system's (implies --tls; env EOSCTL_TLS_CA)")
+	pf.StringVar(&g.conn.TLSCert, "tls-cert", envOr("EOSCTL_TLS_CERT", ""), "PEM client certificate for mutual TLS (env EOSCTL_TLS_CERT)")
+	pf.StringVar(&g.conn.TLSKey, "tls-key", envOr("EOSCTL_TLS_KEY", ""), "PEM client key for mutual TLS (env EOSCTL_TLS_KEY)")
+	pf.BoolVar(&g.conn.TLSInsecureSkipVerify, "tls-insecure-skip-verify", false, "do not verify the brokers' certificates (dangerous; warns)")
+	pf.StringVar(&g.conn.SASLMechanism, "sasl-mechanism", envOr("EOSCTL_SASL_MECHANISM", ""), "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (env EOSCTL_SASL_MECHANISM)")
+	pf.StringVar(&g.conn.SASLUser, "sasl-user", envOr("EOSCTL_SASL_USER", ""), "SASL user name (env EOSCTL_SASL_USER)")
+	pf.StringVar(&g.conn.SASLPassword, "sasl-password", "", "SASL password; prefer the environment variable EOSCTL_SASL_PASSWORD, which ps does not show")
 
 	root.AddCommand(
 		newBrokerCmd(g),
@@ -103,7 +113,20 @@ func (g *globals) clientOpts() ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("eosctl")}, nil
+	c := g.conn
+	c.Brokers = seeds
+	if c.SASLPassword == "" {
+		c.SASLPassword = os.Getenv("EOSCTL_SASL_PASSWORD")
+	}
+	log, err := g.logger()
+	if err != nil {
+		return nil, err
+	}
+	opts, err := c.Opts(log)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return append(opts, kgo.ClientID("eosctl")), nil
 }
 
 func (g *globals) logger() (*slog.Logger, error) {
