@@ -94,7 +94,7 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics ...string) 
 		}
 		pl := PartitionLag{
 			Topic: o.Topic, Partition: o.Partition, Committed: c,
-			LSO: o.LSO, HWM: o.HWM, Lag: lagOf(o, c), Unstable: o.Unstable(),
+			LSO: o.LSO, HWM: o.HWM, Lag: LagOf(o, c), Unstable: o.Unstable(),
 			Member: members[o.Topic][o.Partition],
 		}
 		gl.Partitions = append(gl.Partitions, pl)
@@ -104,10 +104,10 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics ...string) 
 	return gl, nil
 }
 
-// lagOf is LSO minus the committed offset, counting from the log start when
-// nothing is committed; 0 if the commit is past the LSO (a read_uncommitted
-// group can commit there).
-func lagOf(o PartitionOffsets, committed int64) int64 {
+// LagOf is LSO minus the committed offset (-1: none), counting from the log
+// start when nothing is committed; 0 if the commit is past the LSO (a
+// read_uncommitted group can commit there).
+func LagOf(o PartitionOffsets, committed int64) int64 {
 	from := committed
 	if from < 0 {
 		from = o.Start
