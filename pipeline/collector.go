@@ -1,7 +1,11 @@
 package pipeline
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/eosctl/eos/txn"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -15,21 +19,38 @@ import (
 const IdempotencyKeyHeader = "eos-idempotency-key"
 
 // collector is the record collector: it turns a Transform's Output into a
-// produced record inside the open transaction.
+// produced record inside the open transaction. It holds a record's outputs
+// until Process returns, so that a record that ends up dead-lettered (or
+// failing) leaves no output behind.
 type collector struct {
-	sess   *txn.Session
-	output string
-	in     *Record
-	index  int
+	sess    *txn.Session
+	output  string
+	outputs map[string]string // named outputs
+	in      *Record
+	index   int
+	pending []*kgo.Record
+	err     error // an Emit to an unknown output name
 }
 
 func (c *collector) reset(sess *txn.Session, in *Record) {
-	c.sess, c.in, c.index = sess, in, 0
+	c.sess, c.in, c.index, c.err = sess, in, 0, nil
+	clear(c.pending)
+	c.pending = c.pending[:0]
 }
 
 // Emit implements Emitter.
 func (c *collector) Emit(o Output) {
 	topic := o.Topic
+	if o.To != "" {
+		t, ok := c.outputs[o.To]
+		if !ok {
+			if c.err == nil {
+				c.err = fmt.Errorf("emitted to unknown output %q (known: %s)", o.To, strings.Join(slices.Sorted(maps.Keys(c.outputs)), ", "))
+			}
+			return
+		}
+		topic = t
+	}
 	if topic == "" {
 		topic = c.output
 	}
@@ -45,7 +66,15 @@ func (c *collector) Emit(o Output) {
 		Headers:   c.headers(o.Headers),
 	}
 	c.index++
-	c.sess.Produce(r)
+	c.pending = append(c.pending, r)
+}
+
+// send produces the outputs of the record just processed.
+func (c *collector) send() int {
+	for _, r := range c.pending {
+		c.sess.Produce(r)
+	}
+	return len(c.pending)
 }
 
 // headers copies hs (which may alias the input record) without any earlier
@@ -58,17 +87,18 @@ func (c *collector) headers(hs []kgo.RecordHeader) []kgo.RecordHeader {
 			out = append(out, h)
 		}
 	}
-	return append(out, kgo.RecordHeader{Key: IdempotencyKeyHeader, Value: c.idempotencyKey()})
+	return append(out, kgo.RecordHeader{Key: IdempotencyKeyHeader, Value: idempotencyKey(c.in, c.index)})
 }
 
-func (c *collector) idempotencyKey() []byte {
-	b := make([]byte, 0, len(c.in.Topic)+32)
-	b = append(b, c.in.Topic...)
+// idempotencyKey is "<topic>/<partition>/<offset>/<index>" of in.
+func idempotencyKey(in *Record, index int) []byte {
+	b := make([]byte, 0, len(in.Topic)+32)
+	b = append(b, in.Topic...)
 	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(c.in.Partition), 10)
+	b = strconv.AppendInt(b, int64(in.Partition), 10)
 	b = append(b, '/')
-	b = strconv.AppendInt(b, c.in.Offset, 10)
+	b = strconv.AppendInt(b, in.Offset, 10)
 	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(c.index), 10)
+	b = strconv.AppendInt(b, int64(index), 10)
 	return b
 }

@@ -19,6 +19,8 @@ const (
 	EventStopped   EventKind = "stopped"   // the worker stopped (Err set if it failed)
 	EventAssigned  EventKind = "assigned"  // the group assigned partitions (Partitions set)
 	EventRevoked   EventKind = "revoked"   // partitions were revoked in a rebalance, or lost
+	EventRestoring EventKind = "restoring" // restoring state of newly assigned partitions began (Partitions: changelogs; Records: to read)
+	EventRestored  EventKind = "restored"  // state restored (Records read, Duration); processing of the partitions starts
 )
 
 // Event is one worker lifecycle event, as passed to Config.OnEvent and as
@@ -36,9 +38,11 @@ type Event struct {
 	Duration        time.Duration `json:"duration_ns,omitempty"`
 	CommitDuration  time.Duration `json:"commit_duration_ns,omitempty"`
 	Reason          string        `json:"reason,omitempty"`
+	// DeadLetters counts the dead letters a committed transaction wrote.
+	DeadLetters int `json:"dead_letters,omitempty"`
 	// Partitions are the partitions assigned or revoked, by topic.
 	Partitions map[string][]int32 `json:"partitions,omitempty"`
-	Err             string        `json:"error,omitempty"`
+	Err        string             `json:"error,omitempty"`
 }
 
 // JSONEvents returns an OnEvent function that writes each event to w as one

@@ -26,11 +26,24 @@ type Record struct {
 	Value     []byte
 	Headers   []kgo.RecordHeader
 	Timestamp time.Time
+	// Repartitioned reports that the record came back from the worker's
+	// repartition topic (see Declaration.Repartition) rather than from an
+	// input topic.
+	Repartitioned bool
+
+	state *partitionState // the keyed state of the record's partition, if any
 }
 
 // Output is a record a Transform emits.
 type Output struct {
-	// Topic overrides the worker's output topic; empty means the default.
+	// To names one of the worker's named outputs (Config.Outputs, or the
+	// Transform's Declaration); empty means the default output. Emitting
+	// to a name the worker does not know stops the worker: it is a bug in
+	// the Transform, not in the data.
+	To string
+	// Topic overrides the worker's output topic when To is empty; empty
+	// means the default. Prefer To: named outputs are created at start, a
+	// raw topic must already exist.
 	Topic     string
 	Key       []byte
 	Value     []byte
@@ -50,8 +63,17 @@ type Emitter interface {
 // that aborts is processed again, so anything Process does outside Kafka (an
 // HTTP call, a database write) happens at least once, not exactly once.
 //
-// An error stops the worker without committing the record, so the record is
-// not lost: it is processed again when the worker restarts.
+// An error made with DeadLetter sends the record to the dead-letter topic,
+// in the same transaction, and the worker goes on; whatever Process emitted
+// or changed in its state for that record is dropped first, so a record is
+// either fully processed or dead-lettered, never half of each. Any other
+// error stops the worker without committing the record, so the record is not
+// lost: it is processed again when the worker restarts. Use DeadLetter for
+// bad data, plain errors for bugs and broken dependencies.
+//
+// A Transform that keeps keyed state, or needs named outputs or a
+// repartition topic, says so by also implementing Declarer; it reads and
+// writes its state through Record.Store.
 type Transform interface {
 	Process(ctx context.Context, in *Record, out Emitter) error
 }

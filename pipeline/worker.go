@@ -35,6 +35,15 @@ type Config struct {
 	// OutputPartitions is the partition count for the output topic if the
 	// worker creates it; 0 means the same as the first input.
 	OutputPartitions int32
+	// Outputs are named outputs, name -> topic, that a Transform emits to
+	// with Output.To (more may come from its Declaration). The worker
+	// creates them at start, like Output.
+	Outputs map[string]string
+	// DLQ is the dead-letter topic, for records a Transform rejects with
+	// DeadLetter; empty means "<App>-dlq". Created at start.
+	DLQ string
+	// Topology names the topology in dead letters' headers.
+	Topology string
 
 	// CommitInterval bounds how long a transaction stays open; 0 means
 	// 100ms, Kafka Streams' default under exactly-once.
@@ -61,6 +70,14 @@ type Config struct {
 	TransactionTimeout time.Duration
 	// StartTimeout bounds the initial connection; 0 means 10s.
 	StartTimeout time.Duration
+	// RequestTimeout bounds a request the client waits on without a
+	// timeout of its own (EndTxn, TxnOffsetCommit...); 0 means franz-go's
+	// default of 10s. A request that outlives it leaves its outcome unknown.
+	RequestTimeout time.Duration
+	// GroupProtocol is "classic" (the default: client-side cooperative-
+	// sticky assignment) or "consumer" (KIP-848, the broker assigns; Kafka
+	// 4.0+).
+	GroupProtocol string
 	// GiveUpAfter bounds how long the worker keeps reopening its session
 	// after consecutive failures before it gives up; 0 means 5 minutes.
 	GiveUpAfter time.Duration
@@ -90,6 +107,16 @@ type Worker struct {
 	col   collector
 	rec   Record
 
+	lay   layout
+	state *stateSet // nil: the Transform keeps no state
+	// onRestored, if set, sees every restore's result before it is
+	// published (tests).
+	onRestored        func(map[int32]*partitionState)
+	deadLetters       int // in the open transaction
+	lastDeadLetterLog time.Time
+	dlqReady          bool  // the dead-letter topic exists
+	outParts          int32 // partitions of new output topics
+
 	auto         *adaptiveInterval // nil: the fixed CommitInterval
 	lastCommit   time.Time
 	failingSince time.Time
@@ -104,6 +131,11 @@ type Stats struct {
 	Committed atomic.Int64
 	Aborted   atomic.Int64
 	Reinits   atomic.Int64
+	// DeadLetters counts committed dead letters.
+	DeadLetters atomic.Int64
+	// Restored counts changelog records read by restores, live while a
+	// restore runs: its rate is the restore rate.
+	Restored atomic.Int64
 }
 
 // New validates cfg and returns a worker that will run t. It does not
@@ -151,14 +183,30 @@ func New(cfg Config, t Transform) (*Worker, error) {
 	def(&cfg.SessionTimeout, 10*time.Second)
 	def(&cfg.TransactionTimeout, 60*time.Second)
 	def(&cfg.StartTimeout, 10*time.Second)
+	def(&cfg.RequestTimeout, 10*time.Second)
+	switch cfg.GroupProtocol {
+	case "":
+		cfg.GroupProtocol = "classic"
+	case "classic", "consumer":
+	default:
+		return nil, fmt.Errorf("%w: --group-protocol %q: want classic or consumer (KIP-848)", ErrConfig, cfg.GroupProtocol)
+	}
 	def(&cfg.GiveUpAfter, 5*time.Minute)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("app", cfg.App, "instance", cfg.Instance)
-	w := &Worker{cfg: cfg, id: id, t: t, log: log, auto: newAdaptiveInterval(cfg)}
+	if cfg.DLQ == "" {
+		cfg.DLQ = cfg.App + "-dlq"
+	}
+	lay, err := resolveLayout(&cfg, t)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, id: id, t: t, log: log, auto: newAdaptiveInterval(cfg), lay: lay, state: newStateSet(lay)}
 	w.col.output = cfg.Output
+	w.col.outputs = lay.outputs
 	return w, nil
 }
 
@@ -169,23 +217,40 @@ func (w *Worker) TransactionalID() string { return w.id }
 func (w *Worker) Stats() *Stats { return &w.stats }
 
 func (w *Worker) clientOpts() []kgo.Opt {
-	return append(append([]kgo.Opt(nil), w.cfg.ClientOpts...),
+	var extra []kgo.Opt
+	if w.state != nil {
+		extra = append(extra, kgo.RecordPartitioner(newChangelogPartitioner(w.state.changelogs)))
+	}
+	if w.cfg.GroupProtocol == "consumer" {
+		extra = append(extra, kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	}
+	return append(append(append([]kgo.Opt(nil), w.cfg.ClientOpts...), extra...),
 		kgo.ConsumerGroup(w.cfg.App),
-		kgo.ConsumeTopics(w.cfg.Inputs...),
+		kgo.ConsumeTopics(w.lay.consume...),
 		kgo.InstanceID(w.id),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
 		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
 		kgo.RecordDeliveryTimeout(w.cfg.TransactionTimeout/2),
 		kgo.DisableAutoCommit(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+		kgo.RequestTimeoutOverhead(w.cfg.RequestTimeout),
+		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 			w.emit(Event{Kind: EventAssigned, Partitions: ps})
+			if w.state != nil {
+				w.restore(ctx, ps[w.state.topic]) // before kgo fetches anything of them
+			}
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			if w.state != nil {
+				w.state.drop(ps[w.state.topic])
+			}
 			if len(ps) > 0 {
 				w.emit(Event{Kind: EventRevoked, Partitions: ps, Reason: "revoked"})
 			}
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			if w.state != nil {
+				w.state.drop(ps[w.state.topic])
+			}
 			w.emit(Event{Kind: EventRevoked, Partitions: ps, Reason: "lost"})
 		}),
 	)
@@ -211,6 +276,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 			parts = n
 		}
 	}
+	inParts := parts
 	if w.cfg.OutputPartitions > 0 {
 		parts = w.cfg.OutputPartitions
 	}
@@ -221,7 +287,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	if created {
 		w.log.Info("created output topic", "topic", w.cfg.Output, "partitions", n)
 	}
-	return nil
+	return w.prepareTopics(ctx, cl, inParts, parts)
 }
 
 // Run runs the worker until ctx is canceled (then it ends the open
@@ -270,6 +336,13 @@ func (w *Worker) reopen(ctx context.Context, sess *txn.Session, cause error) (*t
 		}
 		sleep(ctx, jitter(w.backoff))
 		w.backoff = min(w.backoff*2, 5*time.Second)
+		// Whether the last transaction's state changes committed is
+		// unknown: drop all state; the new session's assignment
+		// restores it from the changelog, consistent with the offsets
+		// it resumes from.
+		if w.state != nil {
+			w.state.reset()
+		}
 		next, err := sess.Reopen(ctx)
 		if err == nil {
 			w.stats.Reinits.Add(1)
@@ -343,6 +416,10 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 			w.abort(ctx, sess)
 			return err
 		}
+		if err := w.restoreFailed(); err != nil {
+			w.abort(ctx, sess)
+			return err
+		}
 		if err := w.process(ctx, sess, fs, &consumed); err != nil {
 			return err
 		}
@@ -367,8 +444,7 @@ func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches,
 			}
 		}
 		w.rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
-		w.col.reset(sess, &w.rec)
-		if perr := w.t.Process(ctx, &w.rec, &w.col); perr != nil {
+		if perr := w.processOne(ctx, sess, r); perr != nil {
 			err = fmt.Errorf("transform failed on %s[%d]@%d; the record was not committed and will be processed again on restart: %w", r.Topic, r.Partition, r.Offset, perr)
 			w.abort(ctx, sess)
 			err = &fatalError{err}
@@ -386,10 +462,27 @@ func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error
 	// leave its outcome unknown, and shutdown wants this commit to land.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout)
 	defer cancel()
+	tainted := ""
+	if commit && w.state != nil {
+		// The changelog records join the transaction before it ends.
+		if _, ok := w.state.flush(sess); !ok {
+			commit, tainted = false, w.state.tainted
+			w.log.Info("aborting the transaction instead of committing it", "reason", tainted)
+		}
+	}
 	res, err := sess.End(ectx, commit)
+	deadLetters := w.deadLetters
+	w.deadLetters = 0
 	if err != nil {
 		w.stats.Aborted.Add(1)
-		return err
+		return err // the session is reopened; its state is reset then
+	}
+	if w.state != nil {
+		if res.Committed {
+			w.state.committed()
+		} else {
+			w.state.aborted()
+		}
 	}
 	w.auto.observe(res.CommitDuration)
 	pid, epoch := sess.Producer()
@@ -399,10 +492,14 @@ func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error
 		w.stats.Committed.Add(1)
 		w.stats.Consumed.Add(int64(consumed))
 		w.stats.Produced.Add(int64(res.Records))
-		ev.Kind = EventCommitted
+		w.stats.DeadLetters.Add(int64(deadLetters))
+		ev.Kind, ev.DeadLetters = EventCommitted, deadLetters
 	} else {
 		w.stats.Aborted.Add(1)
 		ev.Kind, ev.Reason = EventAborted, res.AbortReason
+		if tainted != "" {
+			ev.Reason = "state-withdrawn"
+		}
 	}
 	w.emit(ev)
 	return nil
@@ -414,8 +511,11 @@ func (w *Worker) abort(ctx context.Context, sess *txn.Session) {
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout)
 	defer cancel()
+	w.deadLetters = 0
 	if _, err := sess.End(ectx, false); err != nil {
 		w.log.Warn("aborting the open transaction failed; the coordinator aborts it when this producer is re-initialised or times out", "err", err)
+	} else if w.state != nil {
+		w.state.aborted()
 	}
 	w.stats.Aborted.Add(1)
 }
@@ -457,6 +557,15 @@ func (w *Worker) fetchErr(sess *txn.Session, fs kgo.Fetches) error {
 		case txn.Fatal:
 			out = fmt.Errorf("consuming %s[%d]: %w", topic, partition, err)
 		default:
+			var loss *kgo.ErrDataLoss
+			if errors.As(err, &loss) {
+				// The client has already moved its position (the log
+				// looked truncated). Records fetched from there must not
+				// join this transaction: abort, and let a fresh session
+				// resume from the broker's committed offsets.
+				out = fmt.Errorf("input %s[%d] reported a truncated log; aborting and resuming from the committed offsets: %w", topic, partition, err)
+				return
+			}
 			w.log.Warn("fetch error; the client retries", "topic", topic, "partition", partition, "err", err)
 		}
 	})

@@ -1,0 +1,115 @@
+// Package committed reads what a read_committed consumer of a topic sees:
+// every record of committed transactions (and non-transactional records), up
+// to the last stable offset, in offset order within each partition. The
+// topology tests use it to compare a pipeline's output with a reference.
+package committed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Read returns the records of topic a read_committed consumer sees, from the
+// log start to the last stable offset listed when Read begins, by partition.
+// Records of transactions still open then are not waited for. It joins no
+// group and commits nothing.
+func Read(ctx context.Context, opts []kgo.Opt, topic string) (map[int32][]*kgo.Record, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("committed: creating client: %w", err)
+	}
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	var ends kadm.ListedOffsets
+	if err == nil {
+		ends, err = adm.ListCommittedOffsets(ctx, topic)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	cl.Close()
+	if err != nil {
+		return nil, fmt.Errorf("committed: listing offsets of %s: %w", topic, err)
+	}
+	type span struct{ pos, end int64 }
+	spans := map[int32]*span{}
+	consume := map[int32]kgo.Offset{}
+	out := map[int32][]*kgo.Record{}
+	ends.Each(func(o kadm.ListedOffset) {
+		s, _ := starts.Lookup(topic, o.Partition)
+		out[o.Partition] = nil
+		if o.Offset > s.Offset {
+			spans[o.Partition] = &span{s.Offset, o.Offset}
+			consume[o.Partition] = kgo.NewOffset().At(s.Offset)
+		}
+	})
+	if len(spans) == 0 {
+		return out, nil
+	}
+	cl, err = kgo.NewClient(append(slices.Clip(opts),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), // markers count towards the position
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("committed: creating consumer: %w", err)
+	}
+	defer cl.Close()
+	for remaining := len(spans); remaining > 0; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("committed: reading %s: %w", topic, err)
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if ferr == nil && !errors.Is(err, context.Canceled) {
+				ferr = fmt.Errorf("committed: reading %s[%d]: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			s := spans[fp.Partition]
+			if s == nil || s.pos >= s.end {
+				return
+			}
+			for _, r := range fp.Records {
+				if r.Offset < s.pos {
+					continue
+				}
+				if r.Offset >= s.end {
+					s.pos = s.end
+					break
+				}
+				s.pos = r.Offset + 1
+				if !r.Attrs.IsControl() {
+					out[fp.Partition] = append(out[fp.Partition], r)
+				}
+			}
+			if s.pos >= s.end {
+				remaining--
+				cl.PauseFetchPartitions(map[string][]int32{topic: {fp.Partition}})
+			}
+		})
+	}
+	return out, nil
+}
+
+// Flatten returns the records of every partition, partition by partition.
+func Flatten(byPartition map[int32][]*kgo.Record) []*kgo.Record {
+	var out []*kgo.Record
+	for _, p := range slices.Sorted(maps.Keys(byPartition)) {
+		out = append(out, byPartition[p]...)
+	}
+	return out
+}

@@ -1,0 +1,69 @@
+package pipeline
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Headers of a dead letter. The record itself is the input record unchanged
+// (key, value, timestamp and its own headers), so it can be fixed and fed
+// back.
+const (
+	DeadLetterReasonHeader    = "eos-dlq-reason"    // a short code, e.g. "malformed-json"
+	DeadLetterErrorHeader     = "eos-dlq-error"     // the error message
+	DeadLetterTopicHeader     = "eos-dlq-topic"     // source topic
+	DeadLetterPartitionHeader = "eos-dlq-partition" // source partition, decimal
+	DeadLetterOffsetHeader    = "eos-dlq-offset"    // source offset, decimal
+	DeadLetterTopologyHeader  = "eos-dlq-topology"  // the topology that rejected it
+)
+
+// DeadLetterError is the error a Transform returns, through DeadLetter, for a
+// record it cannot handle.
+type DeadLetterError struct {
+	// Reason is a short, stable code for the kind of problem, for
+	// filtering the dead-letter topic: "malformed-json", "missing-field",
+	// "expression-error", "late-record".
+	Reason string
+	Err    error
+}
+
+func (e *DeadLetterError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *DeadLetterError) Unwrap() error { return e.Err }
+
+// DeadLetter returns an error that makes the worker send the record being
+// processed to the dead-letter topic (Config.DLQ) with headers naming reason,
+// err, the record's source topic, partition and offset, and the topology. The
+// dead letter is produced in the same transaction as everything else, so it
+// is written exactly once; whatever Process emitted or changed in its state
+// for the record is dropped.
+func DeadLetter(reason string, err error) error {
+	if err == nil {
+		err = errors.New(reason)
+	}
+	return &DeadLetterError{Reason: reason, Err: err}
+}
+
+// deadLetterRecord builds the dead letter for in.
+func deadLetterRecord(topic, topology string, in *Record, dl *DeadLetterError) *kgo.Record {
+	hs := make([]kgo.RecordHeader, 0, len(in.Headers)+7)
+	for _, h := range in.Headers {
+		// A record that is itself a dead letter fed back keeps only
+		// the newest verdict.
+		if h.Key != IdempotencyKeyHeader && !strings.HasPrefix(h.Key, "eos-dlq-") {
+			hs = append(hs, h)
+		}
+	}
+	hs = append(hs,
+		kgo.RecordHeader{Key: DeadLetterReasonHeader, Value: []byte(dl.Reason)},
+		kgo.RecordHeader{Key: DeadLetterErrorHeader, Value: []byte(dl.Err.Error())},
+		kgo.RecordHeader{Key: DeadLetterTopicHeader, Value: []byte(in.Topic)},
+		kgo.RecordHeader{Key: DeadLetterPartitionHeader, Value: strconv.AppendInt(nil, int64(in.Partition), 10)},
+		kgo.RecordHeader{Key: DeadLetterOffsetHeader, Value: strconv.AppendInt(nil, in.Offset, 10)},
+		kgo.RecordHeader{Key: DeadLetterTopologyHeader, Value: []byte(topology)},
+		kgo.RecordHeader{Key: IdempotencyKeyHeader, Value: idempotencyKey(in, 0)},
+	)
+	return &kgo.Record{Topic: topic, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp, Headers: hs}
+}

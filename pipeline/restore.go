@@ -1,0 +1,269 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Restoring state on assignment
+//
+// State is restored synchronously inside kgo's OnPartitionsAssigned callback,
+// by a consumer of its own that reads each assigned partition's changelog
+// with read_committed, from the log start to the end. kgo calls that
+// callback after the group assigned the partitions and before it fetches
+// their committed offsets, and it starts fetching records only after that,
+// so no record of a partition is ever processed before its state is there.
+// The alternatives are worse here: BlockRebalanceOnPoll would stall the
+// partitions the worker keeps for the whole restore, and pausing partitions
+// with an asynchronous restore adds a second source of truth about which
+// partitions are ready, for no gain (the group's heartbeat keeps running
+// during the callback either way). The cost: a restore must finish within
+// the group's rebalance timeout (kgo's default, 60s) if another rebalance
+// starts meanwhile; a compacted changelog holds one record per live key, so
+// that is tens of millions of keys at the restore rates in BENCHMARKS.md.
+//
+// "The end" must be chosen with care. The previous owner of a partition may
+// still have a transaction open that wrote to the changelog and committed
+// offsets (it aborts or commits when its own End runs), and the offset fetch
+// that follows this callback waits for such a transaction (RequireStable).
+// Reading only up to the last stable offset at that moment could miss
+// changes whose offsets the consumer then resumes after. The restore
+// therefore first waits until the changelog has no open transaction at all
+// (last stable offset = high watermark), then reads to that offset: every
+// transaction below it is decided, and nothing but this worker writes to the
+// partition from now on (a zombie's writes abort: its offset commit fails
+// the generation check).
+
+// restore restores the state of the given partitions of the state topic and
+// publishes it. It runs in the OnPartitionsAssigned callback; ctx is the
+// client's, canceled when the session closes. A failure is recorded for the
+// worker, which then reopens its session and restores again.
+func (w *Worker) restore(ctx context.Context, parts []int32) {
+	set := w.state
+	if set == nil || len(parts) == 0 {
+		return
+	}
+	slices.Sort(parts)
+	start := time.Now()
+	ev := func(kind EventKind, records int64) Event {
+		ps := map[string][]int32{}
+		for _, c := range set.changelogs {
+			ps[c] = parts
+		}
+		return Event{Kind: kind, Partitions: ps, Records: int(records), Duration: time.Since(start)}
+	}
+	states, n, err := w.readChangelogs(ctx, parts, func(total int64) { w.emit(ev(EventRestoring, total)) })
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("restoring state failed; the worker reopens its session and restores again", "partitions", parts, "err", err)
+			set.fail(err)
+		}
+		return
+	}
+	set.publish(states)
+	if w.onRestored != nil {
+		w.onRestored(states)
+	}
+	d := time.Since(start)
+	w.log.Info("state restored", "stores", set.names, "partitions", parts, "records", n, "duration", d.Round(time.Millisecond),
+		"records_per_sec", int64(float64(n)/max(d.Seconds(), 1e-9)))
+	w.emit(ev(EventRestored, n))
+}
+
+// readChangelogs waits until the changelog partitions are stable, then reads
+// them into fresh partition states. started is called once the number of
+// records to read is known.
+func (w *Worker) readChangelogs(ctx context.Context, parts []int32, started func(total int64)) (map[int32]*partitionState, int64, error) {
+	set := w.state
+	ranges, err := w.stableRanges(ctx, parts)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int64
+	consume := map[string]map[int32]kgo.Offset{}
+	for t, ps := range ranges {
+		for p, r := range ps {
+			total += r[1] - r[0]
+			if r[1] > r[0] {
+				if consume[t] == nil {
+					consume[t] = map[int32]kgo.Offset{}
+				}
+				consume[t][p] = kgo.NewOffset().At(r[0])
+			}
+		}
+	}
+	started(total)
+	states := map[int32]*partitionState{}
+	for _, p := range parts {
+		states[p] = set.newPartition(p)
+	}
+	if len(consume) == 0 {
+		return states, 0, nil
+	}
+	cl, err := kgo.NewClient(append(slices.Clip(w.cfg.ClientOpts),
+		kgo.ConsumePartitions(consume),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxPartitionBytes(16<<20),
+		kgo.FetchMaxBytes(64<<20),
+	)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("creating the restore consumer: %w", err)
+	}
+	defer cl.Close()
+
+	storeIdx := map[string]int{}
+	for i, c := range set.changelogs {
+		storeIdx[c] = i
+	}
+	pos := map[string]map[int32]int64{}
+	remaining := 0
+	for t, ps := range consume {
+		pos[t] = map[int32]int64{}
+		for p := range ps {
+			pos[t][p] = ranges[t][p][0]
+			remaining++
+		}
+	}
+	var applied, counted int64
+	lastLog := time.Now()
+	for remaining > 0 {
+		fs := cl.PollRecords(ctx, 50_000)
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if ferr == nil && !errors.Is(err, context.Canceled) {
+				ferr = fmt.Errorf("reading changelog %s[%d]: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return nil, 0, ferr
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			end := ranges[fp.Topic][fp.Partition][1]
+			at := pos[fp.Topic][fp.Partition]
+			if at >= end {
+				return
+			}
+			st := states[fp.Partition].stores[storeIdx[fp.Topic]]
+			for _, r := range fp.Records {
+				if r.Offset < at {
+					continue
+				}
+				if r.Offset >= end {
+					at = end
+					break
+				}
+				at = r.Offset + 1
+				if r.Attrs.IsControl() {
+					continue
+				}
+				if r.Value == nil {
+					delete(st.m, string(r.Key))
+				} else {
+					st.m[string(r.Key)] = bytes.Clone(r.Value)
+				}
+				applied++
+			}
+			pos[fp.Topic][fp.Partition] = at
+			if at >= end {
+				remaining--
+				cl.PauseFetchPartitions(map[string][]int32{fp.Topic: {fp.Partition}})
+			}
+		})
+		w.stats.Restored.Add(applied - counted) // live, for a restore-rate metric
+		counted = applied
+		if time.Since(lastLog) >= time.Second {
+			lastLog = time.Now()
+			w.log.Info("restoring state", "stores", set.names, "partitions", parts, "restored", applied, "of", total)
+		}
+	}
+	return states, applied, nil
+}
+
+// stableRanges waits until none of the changelog partitions has an open
+// transaction (see the comment at the top of this file) and returns, by
+// topic and partition, the offsets [log start, end) to read.
+func (w *Worker) stableRanges(ctx context.Context, parts []int32) (map[string]map[int32][2]int64, error) {
+	cl, err := kgo.NewClient(w.cfg.ClientOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the restore client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	set := w.state
+	waitingSince := time.Now()
+	lastLog := waitingSince
+	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
+		out, unstable, err := listRanges(ctx, adm, set.changelogs, parts)
+		if err != nil {
+			return nil, err
+		}
+		if unstable == "" {
+			return out, nil
+		}
+		if time.Since(lastLog) >= 5*time.Second {
+			lastLog = time.Now()
+			w.log.Info("waiting for an open transaction on the changelog to finish before restoring", "partition", unstable, "waited", time.Since(waitingSince).Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// listRanges lists [log start, high watermark) of every changelog partition
+// in parts, and names one whose last stable offset is below its high
+// watermark, if any.
+func listRanges(ctx context.Context, adm *kadm.Client, topics []string, parts []int32) (map[string]map[int32][2]int64, string, error) {
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("listing start offsets of %v: %w", topics, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("listing end offsets of %v: %w", topics, err)
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err == nil {
+		err = stable.Error()
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("listing last stable offsets of %v: %w", topics, err)
+	}
+	out := map[string]map[int32][2]int64{}
+	unstable := ""
+	for _, t := range topics {
+		out[t] = map[int32][2]int64{}
+		for _, p := range parts {
+			s, ok1 := starts.Lookup(t, p)
+			e, ok2 := ends.Lookup(t, p)
+			l, ok3 := stable.Lookup(t, p)
+			if !ok1 || !ok2 || !ok3 {
+				return nil, "", fmt.Errorf("changelog %s has no partition %d: it must have as many partitions as the state topic", t, p)
+			}
+			if l.Offset < e.Offset && unstable == "" {
+				unstable = fmt.Sprintf("%s[%d]", t, p)
+			}
+			out[t][p] = [2]int64{s.Offset, e.Offset}
+		}
+	}
+	return out, unstable, nil
+}
