@@ -230,7 +230,10 @@ func (w *Worker) clientOpts() []kgo.Opt {
 		kgo.InstanceID(w.id),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
 		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
-		kgo.RecordDeliveryTimeout(w.cfg.TransactionTimeout/2),
+		// No RecordDeliveryTimeout: kgo measures it from each record's
+		// Timestamp, which topologies keep from their input, so any backlog
+		// older than the timeout failed every batch and livelocked the
+		// worker in aborts. End's flush is bounded by TransactionTimeout.
 		kgo.DisableAutoCommit(),
 		kgo.RequestTimeoutOverhead(w.cfg.RequestTimeout),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
