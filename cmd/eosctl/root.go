@@ -79,6 +79,9 @@ instance with the same transactional.id; 4 authorization failure.`,
 		newVerifyCmd(g),
 		newQuickstartCmd(g),
 		newDemoCmd(g),
+		newTxnCmd(g),
+		newLagCmd(g),
+		newMonitorCmd(g),
 	)
 	return root
 }
