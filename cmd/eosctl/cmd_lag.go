@@ -127,4 +127,3 @@ func printLag(w io.Writer, gl *inspect.GroupLag, withTime bool) {
 	t.row("TOTAL", "", committed, lso, hwm, gl.TotalLag, gl.TotalUnstable, "")
 	t.flush()
 }
-

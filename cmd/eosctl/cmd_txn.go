@@ -223,7 +223,7 @@ offsets of the partition read_committed consumers cannot see because of it
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), struct {
-						Threshold time.Duration           `json:"threshold_ns"`
+						Threshold time.Duration             `json:"threshold_ns"`
 						Hanging   []inspect.OpenTransaction `json:"hanging"`
 					}{thr, nonNil(hs)})
 				}
@@ -319,10 +319,10 @@ left alone.`,
 
 // abortResult is what txn abort prints with --json.
 type abortResult struct {
-	Method   string                      `json:"method"` // "marker" or "fence"
-	Aborted  bool                        `json:"aborted"`
-	Producer *inspect.Producer           `json:"producer,omitempty"`
-	Fenced   *inspect.Fenced             `json:"fenced,omitempty"`
+	Method   string                     `json:"method"` // "marker" or "fence"
+	Aborted  bool                       `json:"aborted"`
+	Producer *inspect.Producer          `json:"producer,omitempty"`
+	Fenced   *inspect.Fenced            `json:"fenced,omitempty"`
 	Before   []inspect.PartitionOffsets `json:"before"`
 	After    []inspect.PartitionOffsets `json:"after,omitempty"`
 }
