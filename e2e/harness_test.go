@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building eosctl:", err)
 		os.Exit(1)
 	}
+	// Several workers run at once here and in parallel test packages:
+	// none may take eosctl run's default metrics port. Tests that want
+	// metrics pass --metrics-addr with a free port.
+	os.Setenv("EOSCTL_METRICS_ADDR", "")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -134,7 +138,7 @@ func (e *env) worker(app string, i int, in, out string, extra ...string) *superv
 	e.t.Helper()
 	name := app + "-" + strconv.Itoa(i)
 	args := append([]string{"run", "passthrough", "--brokers", e.b.Addrs()[0], "--app", app, "--instance", strconv.Itoa(i),
-		"--input", in, "--output", out, "--session-timeout", "3s", "--events", "-", "--log-level", "info"}, extra...)
+		"--input", in, "--output", out, "--session-timeout", "3s", "--events", "-", "--log-level", "info", "--metrics-addr", ""}, extra...)
 	p, err := supervise.Start(e.ctx, supervise.Config{
 		Name: name, Bin: eosctl, Args: args, Stderr: lockedWriter{e, name},
 		OnEvent: func(_ string, ev pipeline.Event) {

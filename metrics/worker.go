@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/pipeline"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -327,4 +328,14 @@ func every(ctx context.Context, d time.Duration, fn func()) error {
 		case <-t.C:
 		}
 	}
+}
+
+// Gatherer returns the exporter's registry, as /metrics serves it.
+func (w *Worker) Gatherer() prometheus.Gatherer { return w.r.reg }
+
+// Started reports whether the worker has initialised its producer.
+func (w *Worker) Started() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.started.IsZero()
 }

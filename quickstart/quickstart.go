@@ -178,7 +178,7 @@ func (f *fleet) start(ctx context.Context, i int) error {
 		Bin:  f.cfg.Bin,
 		Args: []string{"run", "passthrough", "--brokers", f.brokers, "--app", app, "--instance", strconv.Itoa(i),
 			"--input", input, "--output", output, "--commit-interval", f.cfg.CommitInterval.String(),
-			"--session-timeout", "6s", "--events", "-", "--log-level", f.cfg.WorkerLogLevel},
+			"--session-timeout", "6s", "--events", "-", "--log-level", f.cfg.WorkerLogLevel, "--metrics-addr", ""},
 		Stderr: os.Stderr,
 		OnEvent: func(_ string, e pipeline.Event) {
 			switch e.Kind {

@@ -17,6 +17,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		inputs string
 		events string
 		topo   topologies.Options
+		mopts  runMetrics
 	)
 	cmd := &cobra.Command{
 		Use:   "run TOPOLOGY --app APP --instance ID --input TOPIC[,TOPIC...] --output TOPIC",
@@ -40,9 +41,18 @@ record, for consumers that cannot read with read_committed.
 
 SIGINT or SIGTERM commits the open transaction and exits 0.
 
+Metrics: --metrics-addr (default 127.0.0.1:9464, "" disables) serves
+Prometheus /metrics (commits, aborts, latencies, producer epoch, fences,
+LSO lag and consumer lag of its partitions, open and hanging transactions,
+franz-go client metrics), /healthz and /readyz (200 while it has partitions,
+is not fenced, and committed within max(30s, 10 x --commit-interval) or has
+nothing to consume). Every worker on one host needs its own port; a busy
+port fails start-up.
+
 Topologies: ` + strings.Join(topologies.Names(), ", "),
 		Example: `  eosctl run passthrough --app copy --instance 0 --input in --output out
-  eosctl run passthrough --app copy --instance $(hostname) --input a,b --output out --commit-interval 1s`,
+  eosctl run passthrough --app copy --instance $(hostname) --input a,b --output out --commit-interval 1s
+  eosctl run passthrough --app copy --instance 1 --input in --output out --metrics-addr 127.0.0.1:9474`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usage(fmt.Errorf("run takes exactly one TOPOLOGY (one of: %s), got %d arguments", strings.Join(topologies.Names(), ", "), len(args)))
@@ -78,6 +88,10 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 				}
 				cfg.OnEvent = pipeline.JSONEvents(w)
 			}
+			exp, err := mopts.wire(&cfg)
+			if err != nil {
+				return err
+			}
 			transform, err := t.New(topo)
 			if err != nil {
 				return usage(fmt.Errorf("topology %s: %w", t.Name, err))
@@ -88,10 +102,14 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 			}
 			ctx, stop := signalContext()
 			defer stop()
+			if err := exp.start(ctx); err != nil {
+				return err
+			}
 			cfg.Logger.Info("starting worker", "topology", t.Name, "transactional_id", w.TransactionalID(), "inputs", cfg.Inputs, "output", cfg.Output)
 			err = w.Run(ctx)
 			s := w.Stats()
 			cfg.Logger.Info("worker stopped", "committed", s.Committed.Load(), "aborted", s.Aborted.Load(), "consumed", s.Consumed.Load(), "produced", s.Produced.Load(), "reinits", s.Reinits.Load())
+			exp.finish(ctx, err)
 			return err
 		},
 	}
@@ -107,6 +125,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 	f.DurationVar(&cfg.TransactionTimeout, "transaction-timeout", 0, "transaction.timeout.ms: the coordinator aborts a transaction open longer (default 60s)")
 	f.StringVar(&events, "events", "", `write lifecycle events (started, committed, aborted, reinit, fenced, stopped) as JSON lines to this file, or "-" for stdout`)
 	f.StringVar(&topo.Config, "config", "", "configuration file, for topologies that take one")
+	mopts.flags(f)
 	f.Float64Var(&cfg.AbortFraction, "test-abort-fraction", 0, "abort this fraction of transactions on purpose (testing only)")
 	_ = f.MarkHidden("test-abort-fraction")
 	for _, req := range []string{"app", "instance", "input", "output"} {
