@@ -329,3 +329,43 @@ func readCommitted(t *testing.T, c *cluster, topic string, p int32) int {
 		n += got
 	}
 }
+
+func TestReadableSeesThroughMarkersAndAbortedRecords(t *testing.T) {
+	c := newCluster(t)
+	c.topic(t, "tx", 3)
+	// in[0]: one committed transaction: records 0..2, commit marker at 3.
+	done := c.hang(t, "done", "tx", 0, 3)
+	if err := done.EndTransaction(c.ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	// in[1]: an aborted transaction: records 0..1, abort marker at 2.
+	ab := c.hang(t, "aborted", "tx", 1, 2)
+	if err := ab.EndTransaction(c.ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	// in[2]: a plain record.
+	c.produce(t, "tx", 2, 1)
+	offs := mustOffsets(t, c, "tx")
+	for p, want := range map[int32]int64{0: 4, 1: 3, 2: 1} {
+		if o, _ := offs.Lookup("tx", p); o.LSO != want {
+			t.Fatalf("tx[%d] LSO %d, want %d", p, o.LSO, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	got, err := Readable(ctx, c.opts, map[string]map[int32]Range{"tx": {
+		0: {From: 3, To: 4}, // the marker only: what a caught-up eos worker has left
+		1: {From: 0, To: 3}, // aborted records and their marker
+		2: {From: 0, To: 1}, // a record
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got["tx"]) != 3 || got["tx"][0] || got["tx"][1] || !got["tx"][2] {
+		t.Fatalf("Readable = %v, want tx[0] false, tx[1] false, tx[2] true", got)
+	}
+	got, err = Readable(ctx, c.opts, map[string]map[int32]Range{"tx": {0: {From: 2, To: 4}}})
+	if err != nil || !got["tx"][0] {
+		t.Fatalf("Readable from a committed record: %v, %v; want true", got, err)
+	}
+}

@@ -84,6 +84,22 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
+// produceTo writes n plain records to topic's partition p.
+func (e *env) produceTo(t *testing.T, topic string, p int32, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(append(e.opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for range n {
+		cl.Produce(e.ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}, nil)
+	}
+	if err := cl.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func serve(t *testing.T, h http.Handler) string {
 	t.Helper()
 	s, err := Listen("127.0.0.1:0", h)
@@ -247,6 +263,41 @@ func TestIdleWorkerStaysReadyAndAStuckOneDoesNot(t *testing.T) {
 	eventually(t, 5*time.Second, "an idle worker is ready", func() (bool, string) {
 		ok, why := mw.Ready()
 		return ok && strings.Contains(why, "idle"), why
+	})
+	// Transactional input: a committed transaction of 5 records (offsets
+	// 100-104, commit marker at 105). A caught-up worker commits 105, the
+	// offset after the last record, never past the marker: lag 1, nothing
+	// to read. Still idle, still ready.
+	txp, err := kgo.NewClient(append(e.opts, kgo.TransactionalID("upstream"), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txp.Close()
+	if err := txp.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if err := txp.ProduceSync(e.ctx, &kgo.Record{Topic: "in", Partition: 0, Value: []byte("t")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txp.EndTransaction(e.ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	os = kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: "in", Partition: 0, At: 105, LeaderEpoch: -1})
+	if _, err := e.adm.CommitOffsets(e.ctx, "g", os); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "idle on transactional input: lag 1 is only the commit marker", func() (bool, string) {
+		ok, why := mw.Ready()
+		return ok && strings.Contains(why, "only transaction markers"), why
+	})
+	// One more record waits: not idle any more.
+	e.produceTo(t, "in", 0, 1)
+	eventually(t, 5*time.Second, "a record waiting behind the marker makes it unready", func() (bool, string) {
+		ok, why := mw.Ready()
+		return !ok && strings.Contains(why, "with 2 records to consume"), why
 	})
 	mw.OnEvent(pipeline.Event{Time: time.Now(), Kind: pipeline.EventRevoked, Partitions: map[string][]int32{"in": {0}}})
 	if ok, why := mw.Ready(); ok || why != "no partitions assigned" {

@@ -49,6 +49,9 @@ type poller struct {
 	okAt     time.Time
 	lastErr  error
 	groupLag map[string]int64 // total consumer lag per group at okAt
+	// lagging are, per group, the ranges between committed offset and
+	// LSO of the partitions with lag at okAt.
+	lagging map[string]map[string]map[int32]inspect.Range
 }
 
 func newPoller(adm *kadm.Client, r *registry, log *slog.Logger, hangingAfter time.Duration) *poller {
@@ -154,6 +157,7 @@ func (p *poller) consumerLag(ctx context.Context, pl plan, offs inspect.Offsets)
 	}
 	fetched := p.adm.FetchManyOffsets(ctx, groups...)
 	totals := map[string]int64{}
+	lagging := map[string]map[string]map[int32]inspect.Range{}
 	for _, g := range groups {
 		r := fetched[g]
 		if r.Err != nil && !errors.Is(r.Err, kerr.GroupIDNotFound) {
@@ -174,10 +178,19 @@ func (p *poller) consumerLag(ctx context.Context, pl plan, offs inspect.Offsets)
 			lag := inspect.LagOf(o, c)
 			out[keyOf(g, o.Topic, strconv.Itoa(int(o.Partition)))] = float64(lag)
 			totals[g] += lag
+			if lag > 0 {
+				if lagging[g] == nil {
+					lagging[g] = map[string]map[int32]inspect.Range{}
+				}
+				if lagging[g][o.Topic] == nil {
+					lagging[g][o.Topic] = map[int32]inspect.Range{}
+				}
+				lagging[g][o.Topic][o.Partition] = inspect.Range{From: o.LSO - lag, To: o.LSO}
+			}
 		}
 	}
 	p.mu.Lock()
-	p.groupLag = totals
+	p.groupLag, p.lagging = totals, lagging
 	p.mu.Unlock()
 	return out, nil
 }
@@ -206,6 +219,13 @@ func (p *poller) status() (okAt time.Time, lastErr error, groupLag map[string]in
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.okAt, p.lastErr, p.groupLag
+}
+
+// laggingOf returns group's lagging ranges at the last successful poll.
+func (p *poller) laggingOf(group string) map[string]map[int32]inspect.Range {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lagging[group]
 }
 
 // key is a gauge's label values, joined.

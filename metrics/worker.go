@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -59,6 +60,10 @@ type Worker struct {
 	assigned   map[string]map[int32]bool
 	assignedAt time.Time
 	lastCommit time.Time
+	// markersOnly is set when the last probe found that the group's lag
+	// holds no record, only transaction markers; probedAt says when.
+	markersOnly bool
+	probedAt    time.Time
 }
 
 // NewWorker creates the exporter and registers its metrics. It does not
@@ -173,8 +178,10 @@ func (w *Worker) nAssigned() int {
 // partitions assigned, and it committed recently — within ReadyWindow of
 // its commit interval, counting from its last commit, assignment or start
 // — or it has nothing to commit: the last offset poll, itself recent,
-// found no consumer lag on its partitions. So an idle worker with no input
-// stays ready, and a worker with input that does not commit does not.
+// found no consumer lag on its partitions, or a lag that holds only
+// transaction markers (on transactional input a caught-up worker stays
+// behind the last commit marker). So an idle worker with no input stays
+// ready, and a worker with input that does not commit does not.
 //
 // A worker with more instances than partitions has none assigned to some
 // of them; those are not ready, by design: they do no work.
@@ -209,9 +216,14 @@ func (w *Worker) Ready() (bool, string) {
 	if w.poll != nil {
 		okAt, _, lags := w.poll.status()
 		fresh := time.Since(okAt) <= max(w.window, 3*w.cfg.PollInterval)
-		if lag, measured := lags[w.cfg.App]; fresh && measured && lag == 0 {
+		lag, measured := lags[w.cfg.App]
+		probed := w.markersOnly && w.probedAt.After(progress) && time.Since(w.probedAt) <= max(w.window, 3*w.cfg.PollInterval)
+		switch {
+		case fresh && measured && lag == 0:
 			return true, fmt.Sprintf("%d partitions assigned, idle: nothing to consume (last commit %s ago)", n, since.Round(time.Second))
-		} else if fresh && measured {
+		case fresh && measured && probed:
+			return true, fmt.Sprintf("%d partitions assigned, idle: only transaction markers past the committed offsets (last commit %s ago)", n, since.Round(time.Second))
+		case fresh && measured:
 			return false, fmt.Sprintf("no commit for %s (limit %s) with %d records to consume", since.Round(time.Second), w.window, lag)
 		}
 	}
@@ -246,8 +258,43 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer cancel()
 		if err := p.poll(pctx, w.plan()); err != nil && ctx.Err() == nil {
 			w.log.Warn("reading offsets for the lag metrics failed; keeping the last values", "err", err)
+			return
 		}
+		w.probe(pctx, p)
 	})
+}
+
+// probe runs when the worker has not committed for half its ready window
+// while its group shows lag: it reads the lagging ranges to find whether
+// they hold any record, or only the transaction markers franz-go never
+// commits past (see inspect.Readable). Ready uses the answer.
+func (w *Worker) probe(ctx context.Context, p *poller) {
+	w.mu.Lock()
+	progress := w.started
+	for _, t := range []time.Time{w.lastCommit, w.assignedAt} {
+		if t.After(progress) {
+			progress = t
+		}
+	}
+	need := !w.started.IsZero() && w.nAssigned() > 0 && time.Since(progress) > w.window/2
+	w.mu.Unlock()
+	ranges := p.laggingOf(w.cfg.App)
+	if !need || len(ranges) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	got, err := inspect.Readable(ctx, w.cfg.ClientOpts, ranges)
+	markersOnly := err == nil
+	for t, ps := range ranges {
+		for part := range ps {
+			readable, decided := got[t][part]
+			markersOnly = markersOnly && decided && !readable
+		}
+	}
+	w.mu.Lock()
+	w.markersOnly, w.probedAt = markersOnly, time.Now()
+	w.mu.Unlock()
 }
 
 // plan measures the assigned input partitions (LSO lag, consumer lag,
