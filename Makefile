@@ -2,7 +2,7 @@
 GO ?= go
 BIN ?= bin/eosctl
 
-.PHONY: help build test quickstart lint vet fmt clean
+.PHONY: help build test quickstart lint vet fmt clean up down dashboards
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,6 +24,24 @@ vet:
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+
+COMPOSE ?= docker compose
+GRAFANA ?= http://localhost:3000/d/eos
+up: ## start the ops stack (needs Docker): 3 Kafka nodes, 2 workers, load, monitor, Prometheus, Grafana
+	$(COMPOSE) up -d --build
+	@$(MAKE) --no-print-directory dashboards
+
+down: ## stop the ops stack and delete its data
+	$(COMPOSE) down -v --remove-orphans
+
+dashboards: ## print the stack's URLs and open the Grafana dashboard where a browser opener exists
+	@echo "Grafana dashboard  $(GRAFANA)  (anonymous viewer; admin/admin to edit)"
+	@echo "Prometheus         http://localhost:9090/targets"
+	@echo "worker metrics     http://localhost:9464/metrics  http://localhost:9465/metrics  (/readyz, /healthz)"
+	@echo "monitor metrics    http://localhost:9466/metrics"
+	@echo "Kafka              localhost:9092,localhost:9093,localhost:9094"
+	@if command -v xdg-open >/dev/null 2>&1; then xdg-open $(GRAFANA) >/dev/null 2>&1 || true; \
+	elif command -v open >/dev/null 2>&1; then open $(GRAFANA) || true; fi
 
 clean: ## remove build output and the default broker data dir
 	rm -rf bin .eosctl
