@@ -39,6 +39,13 @@ The output topic is created if missing (partitions: as the first input). Every
 output record carries an eos-idempotency-key header naming its source
 record, for consumers that cannot read with read_committed.
 
+With --commit-interval auto the worker chooses its interval as it runs: the
+shortest that keeps the time it spends committing (flush, offset commit,
+EndTxn) under --eos-overhead-budget of wall time (default 3%), at most
+--max-commit-interval (default 5s). A commit costs a few round trips whatever
+the transaction holds, so on a fast network auto commits often and on a slow
+one it waits longer; "eosctl bench --intervals auto" shows where it settles.
+
 SIGINT or SIGTERM commits the open transaction and exits 0.
 
 Metrics: --metrics-addr (default 127.0.0.1:9464, "" disables) serves
@@ -52,6 +59,7 @@ port fails start-up.
 Topologies: ` + strings.Join(topologies.Names(), ", "),
 		Example: `  eosctl run passthrough --app copy --instance 0 --input in --output out
   eosctl run passthrough --app copy --instance $(hostname) --input a,b --output out --commit-interval 1s
+  eosctl run passthrough --app copy --instance 0 --input in --output out --commit-interval auto --eos-overhead-budget 2%
   eosctl run passthrough --app copy --instance 1 --input in --output out --metrics-addr 127.0.0.1:9474`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -60,6 +68,9 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkAutoFlags(cmd, cfg.AutoInterval); err != nil {
+				return err
+			}
 			t, err := topologies.Lookup(args[0])
 			if err != nil {
 				return usage(err)
@@ -119,7 +130,8 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 	f.StringVar(&inputs, "input", "", "comma-separated input topics (required)")
 	f.StringVar(&cfg.Output, "output", "", "output topic (required; created if missing)")
 	f.Int32Var(&cfg.OutputPartitions, "output-partitions", 0, "partitions of the output topic if it is created (default: as the first input)")
-	f.DurationVar(&cfg.CommitInterval, "commit-interval", 0, "longest a transaction stays open (default 100ms)")
+	autoIntervalFlags(f, &cfg.CommitInterval, &cfg.AutoInterval, &cfg.OverheadBudget, &cfg.MaxCommitInterval,
+		"longest a transaction stays open (default 100ms), or auto: the shortest that keeps commits under --eos-overhead-budget")
 	f.IntVar(&cfg.MaxTxnRecords, "max-txn-records", 0, "commit once a transaction has consumed this many records (0: no limit)")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	f.DurationVar(&cfg.TransactionTimeout, "transaction-timeout", 0, "transaction.timeout.ms: the coordinator aborts a transaction open longer (default 60s)")

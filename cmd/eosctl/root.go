@@ -82,6 +82,7 @@ instance with the same transactional.id; 4 authorization failure.`,
 		newTxnCmd(g),
 		newLagCmd(g),
 		newMonitorCmd(g),
+		newBenchCmd(g),
 	)
 	return root
 }

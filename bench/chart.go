@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// ChartFormats are the file extensions WriteChart accepts.
+var ChartFormats = []string{".svg", ".png"}
+
+// CheckChartPath reports whether path names a chart format WriteChart can
+// write, before any benchmark runs.
+func CheckChartPath(path string) error {
+	ext := strings.ToLower(filepath.Ext(path))
+	for _, f := range ChartFormats {
+		if ext == f {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: chart %q: the file name must end in .svg or .png", ErrConfig, path)
+}
+
+// WriteChart draws two panels against the commit interval (log scale), one
+// line per record size: throughput of both modes (eos solid, baseline
+// dashed), and the eos throughput loss in percent. An auto cell is drawn as a
+// triangle at the interval it settled on. The format follows path's
+// extension (.svg or .png); the file is written atomically.
+func WriteChart(path string, r *Report) error {
+	if err := CheckChartPath(path); err != nil {
+		return err
+	}
+	rps, loss, err := chartPlots(r)
+	if err != nil {
+		return err
+	}
+	const w, h = 26 * vg.Centimeter, 11 * vg.Centimeter
+	return WriteFile(path, func(out io.Writer) error {
+		var c vg.CanvasWriterTo
+		if strings.EqualFold(filepath.Ext(path), ".png") {
+			c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(144))}
+		} else {
+			c = vgsvg.New(w, h)
+		}
+		dc := draw.New(c)
+		// Fill the background: PNG is transparent otherwise.
+		dc.SetColor(color.White)
+		dc.Fill(dc.Rectangle.Path())
+		tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
+			PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
+		plots := [][]*plot.Plot{{rps, loss}}
+		cs := plot.Align(plots, tiles, dc)
+		rps.Draw(cs[0][0])
+		loss.Draw(cs[0][1])
+		_, err := c.WriteTo(out)
+		return err
+	})
+}
+
+// chartPlots builds the two panels.
+func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
+	rps, loss = plot.New(), plot.New()
+	p := r.Params
+	rps.Title.Text = fmt.Sprintf("%s throughput, %s broker, rtt %s", p.Topology, p.Broker, p.RTT)
+	rps.Y.Label.Text = "records/s (median of rounds)"
+	loss.Title.Text = "exactly-once throughput loss"
+	loss.Y.Label.Text = "loss vs baseline, % (median of rounds)"
+	var ticks plot.ConstantTicks
+	seen := map[float64]bool{}
+	for i, size := range p.Sizes {
+		var eos, base, lossPts, autoRPS, autoLoss plotter.XYs
+		for _, c := range r.Cells {
+			if c.Size != size || c.Rounds == 0 {
+				continue
+			}
+			x, auto := cellX(c)
+			if x <= 0 {
+				continue
+			}
+			if !seen[x] && !auto {
+				seen[x] = true
+				ticks = append(ticks, plot.Tick{Value: x, Label: c.Interval})
+			}
+			if auto {
+				autoRPS = append(autoRPS, plotter.XY{X: x, Y: c.EOSRPS})
+				autoLoss = append(autoLoss, plotter.XY{X: x, Y: c.LossPct})
+				continue
+			}
+			eos = append(eos, plotter.XY{X: x, Y: c.EOSRPS})
+			base = append(base, plotter.XY{X: x, Y: c.BaselineRPS})
+			lossPts = append(lossPts, plotter.XY{X: x, Y: c.LossPct})
+		}
+		for _, xys := range []plotter.XYs{eos, base, lossPts} {
+			sort.Slice(xys, func(a, b int) bool { return xys[a].X < xys[b].X })
+		}
+		col := plotutil.Color(i)
+		label := fmt.Sprintf("%d B", size)
+		if err := addLine(rps, eos, col, nil, "eos "+label); err != nil {
+			return nil, nil, err
+		}
+		if err := addLine(rps, base, col, []vg.Length{vg.Points(5), vg.Points(3)}, "baseline "+label); err != nil {
+			return nil, nil, err
+		}
+		if err := addLine(loss, lossPts, col, nil, label); err != nil {
+			return nil, nil, err
+		}
+		for _, a := range []struct {
+			p   *plot.Plot
+			xys plotter.XYs
+		}{{rps, autoRPS}, {loss, autoLoss}} {
+			if len(a.xys) == 0 {
+				continue
+			}
+			s, err := plotter.NewScatter(a.xys)
+			if err != nil {
+				return nil, nil, err
+			}
+			s.Color, s.Shape, s.Radius = col, draw.TriangleGlyph{}, vg.Points(5)
+			a.p.Add(s)
+			a.p.Legend.Add("auto "+label, s)
+		}
+	}
+	sort.Slice(ticks, func(a, b int) bool { return ticks[a].Value < ticks[b].Value })
+	for _, pl := range []*plot.Plot{rps, loss} {
+		pl.X.Label.Text = "commit interval (log scale)"
+		pl.X.Scale = plot.LogScale{}
+		pl.X.Tick.Marker = ticks
+		if len(ticks) > 0 {
+			pl.X.Min, pl.X.Max = ticks[0].Value/1.5, ticks[len(ticks)-1].Value*1.5
+		}
+		pl.Add(plotter.NewGrid())
+		pl.Legend.Top = true
+	}
+	rps.Y.Min = 0
+	rps.Legend.Left = true
+	loss.Y.Min = math.Min(0, loss.Y.Min)
+	return rps, loss, nil
+}
+
+// cellX is where a cell sits on the interval axis, in milliseconds: its
+// interval, or for auto the interval it settled on.
+func cellX(c Cell) (x float64, auto bool) {
+	if c.Interval == "auto" {
+		return c.OpenP50Ms, true
+	}
+	d, err := time.ParseDuration(c.Interval)
+	if err != nil {
+		return 0, false
+	}
+	return ms(d), false
+}
+
+func addLine(p *plot.Plot, xys plotter.XYs, col color.Color, dashes []vg.Length, label string) error {
+	if len(xys) == 0 {
+		return nil
+	}
+	l, s, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return err
+	}
+	l.Color, l.Dashes, l.Width = col, dashes, vg.Points(1.5)
+	s.Color, s.Shape = col, draw.CircleGlyph{}
+	p.Add(l, s)
+	p.Legend.Add(label, l, s)
+	return nil
+}

@@ -1,0 +1,312 @@
+// Package bench measures what exactly-once costs: it runs the same topology
+// over the same pre-produced input in two modes, one after the other, on the
+// same brokers, and reports the difference.
+//
+//   - baseline: an at-least-once copy loop (see RunBaseline): idempotent
+//     producer with acks=all, a read_uncommitted consumer group, and every
+//     commit interval a flush followed by a plain synchronous OffsetCommit.
+//   - eos: the real worker of package pipeline (transactions,
+//     read_committed, offsets committed inside the transaction).
+//
+// Each run has two phases. In the drain phase the copier consumes a backlog
+// of Config.Records records as fast as it can; throughput, commit timings,
+// commit overhead and CPU come from it. In the latency phase a producer
+// writes live records at Config.LatencyRate while a consumer of the output
+// (read_committed for eos, read_uncommitted for the baseline) measures how
+// long each took from the producer's clock to the consumer's. Latency is not
+// measured on the backlog: there it would only measure the backlog's age.
+//
+// Runs alternate between the modes (baseline, eos, baseline, eos, ...) and
+// the whole sweep is repeated Config.Repeat times, so that drift on a noisy
+// machine hits both modes alike; cells report medians over rounds and the
+// ratio as the median of the per-round eos/baseline ratios, whose pairs ran
+// back to back.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eosctl/eos/pipeline"
+	"github.com/eosctl/eos/topologies"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrConfig is wrapped by every error that is about the configuration.
+var ErrConfig = errors.New("invalid bench configuration")
+
+// Mode is one of the two ways a run copies its input.
+type Mode string
+
+const (
+	ModeBaseline Mode = "baseline" // at-least-once: idempotent producer, OffsetCommit after a flush
+	ModeEOS      Mode = "eos"      // the pipeline worker: transactions, read_committed
+)
+
+// Interval is one commit interval of the sweep: a fixed duration, or Auto
+// (the worker adapts it to its overhead budget; see pipeline.Config).
+type Interval struct {
+	Fixed time.Duration
+	Auto  bool
+}
+
+// String returns "auto" or the duration, as ParseIntervals accepts it.
+func (i Interval) String() string {
+	if i.Auto {
+		return "auto"
+	}
+	return i.Fixed.String()
+}
+
+// ParseIntervals parses a comma-separated list such as "10ms,100ms,1s,auto".
+func ParseIntervals(s string) ([]Interval, error) {
+	var out []Interval
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		switch {
+		case f == "":
+			continue
+		case f == "auto":
+			out = append(out, Interval{Auto: true})
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			return nil, fmt.Errorf("%w: interval %q: want a duration such as 100ms, or auto", ErrConfig, f)
+		}
+		if d <= 0 {
+			return nil, fmt.Errorf("%w: interval %q must be positive", ErrConfig, f)
+		}
+		out = append(out, Interval{Fixed: d})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no commit intervals in %q", ErrConfig, s)
+	}
+	return out, nil
+}
+
+// ParseSizes parses a comma-separated list of record sizes in bytes.
+func ParseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%w: size %q is not a number of bytes", ErrConfig, f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no record sizes in %q", ErrConfig, s)
+	}
+	return out, nil
+}
+
+// Config describes a benchmark. The zero value, with defaults filled in, is
+// the documented default run except for RTT, which the command line sets to
+// 1ms and the library leaves at 0 (none) unless told.
+type Config struct {
+	// Intervals to sweep; default 10ms, 100ms, 1s.
+	Intervals []Interval
+	// Sizes are record value sizes in bytes; default 100 and 1024.
+	Sizes []int
+	// Records is the backlog each run drains, per size; 0 picks a count
+	// that lasts a few seconds at this machine's expected throughput
+	// (DefaultRecords).
+	Records int64
+	// Partitions of the input and output topics; default 6.
+	Partitions int32
+	// Workers copying in parallel, each with its own client (and, unless
+	// InProcess, its own process); default 1.
+	Workers int
+	// Repeat is the number of rounds; default 3.
+	Repeat int
+	// Topology is the name of a built-in topology; default passthrough.
+	Topology string
+
+	// Brokers of a real cluster; empty starts an embedded one. With real
+	// brokers the benchmark creates uniquely named topics and groups and
+	// deletes them when it is done.
+	Brokers []string
+	// ClientOpts are further options for every client (TLS, SASL). Child
+	// processes only get the broker list, so clusters that need more
+	// require InProcess.
+	ClientOpts []kgo.Opt
+	// RTT is the round-trip time the embedded broker injects per response
+	// (see broker.Config.RTT). It must be 0 with Brokers.
+	RTT time.Duration
+
+	// OverheadBudget and MaxCommitInterval configure the auto cells; 0
+	// means the pipeline's defaults (3%, 5s).
+	OverheadBudget    float64
+	MaxCommitInterval time.Duration
+
+	// LatencyRate is the rate, in records per second, of the live records
+	// of the latency phase; default 10000. It must stay well under both
+	// modes' throughput, or latency measures a queue.
+	LatencyRate int
+	// LatencyDuration is how long the latency phase produces; 0 means
+	// max(1s, 3 commit intervals).
+	LatencyDuration time.Duration
+
+	// InProcess runs the copiers as goroutines of this process instead of
+	// child processes. CPU and peak RSS then cover the whole process,
+	// including the embedded broker and the latency consumer.
+	InProcess bool
+	// Bin is the eosctl executable child processes run; empty means this
+	// process's own executable.
+	Bin string
+	// ChildArgs are global flags for the child processes (TLS, SASL, as
+	// the command line gave them) and ChildEnv their extra environment
+	// (the SASL password, which must not appear in argv).
+	ChildArgs []string
+	ChildEnv  []string
+
+	// RunTimeout bounds each phase of a run; default 2 minutes.
+	RunTimeout time.Duration
+
+	Logger *slog.Logger
+	// Progress, if set, is called from one goroutine about ten times a
+	// second, and at every phase change.
+	Progress func(Progress)
+}
+
+// Progress says where a benchmark is.
+type Progress struct {
+	Run, Runs int // 1-based run number and total runs
+	Round     int
+	Mode      Mode
+	Interval  string
+	Size      int
+	Phase     string // "input", "drain", "latency"
+	Done      int64  // records drained (or produced, in the input phase)
+	Total     int64
+	Elapsed   time.Duration // since this phase began
+}
+
+// DefaultRecords is the backlog per run when Config.Records is 0: enough for
+// a few seconds of draining on a 2-core machine, so that even at a 1s
+// commit interval a run holds several full commits.
+func DefaultRecords(size int) int64 {
+	switch {
+	case size <= 128:
+		return 2_000_000
+	case size <= 1024:
+		return 600_000
+	default:
+		return max(10_000, 600_000*1024/int64(size))
+	}
+}
+
+// maxRecordSize is the largest value size kgo's default batch limit takes.
+const maxRecordSize = 900 << 10
+
+func (c *Config) validate() error {
+	if len(c.Intervals) == 0 {
+		c.Intervals = []Interval{{Fixed: 10 * time.Millisecond}, {Fixed: 100 * time.Millisecond}, {Fixed: time.Second}}
+	}
+	if len(c.Sizes) == 0 {
+		c.Sizes = []int{100, 1024}
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Workers, 1)
+	def(&c.Repeat, 3)
+	def(&c.LatencyRate, 10_000)
+	if c.Partitions == 0 {
+		c.Partitions = 6
+	}
+	if c.Topology == "" {
+		c.Topology = "passthrough"
+	}
+	if c.RunTimeout == 0 {
+		c.RunTimeout = 2 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	seen := map[Interval]bool{}
+	for _, iv := range c.Intervals {
+		if !iv.Auto && iv.Fixed <= 0 {
+			return fmt.Errorf("%w: commit interval %s must be positive", ErrConfig, iv.Fixed)
+		}
+		if seen[iv] {
+			return fmt.Errorf("%w: commit interval %s is listed twice", ErrConfig, iv)
+		}
+		seen[iv] = true
+	}
+	for _, s := range c.Sizes {
+		if s <= 0 || s > maxRecordSize {
+			return fmt.Errorf("%w: record size %d must be between 1 and %d bytes", ErrConfig, s, maxRecordSize)
+		}
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(c.Sizes)))) != len(c.Sizes) {
+		return fmt.Errorf("%w: a record size is listed twice in %v", ErrConfig, c.Sizes)
+	}
+	switch {
+	case c.Records < 0:
+		return fmt.Errorf("%w: records per run must be positive, got %d", ErrConfig, c.Records)
+	case c.Partitions < 0:
+		return fmt.Errorf("%w: partitions must be positive, got %d", ErrConfig, c.Partitions)
+	case c.Workers < 0:
+		return fmt.Errorf("%w: workers must be positive, got %d", ErrConfig, c.Workers)
+	case c.Repeat < 0:
+		return fmt.Errorf("%w: repeat must be positive, got %d", ErrConfig, c.Repeat)
+	case c.RTT < 0:
+		return fmt.Errorf("%w: rtt must not be negative, got %s", ErrConfig, c.RTT)
+	case c.RTT > 0 && len(c.Brokers) > 0:
+		return fmt.Errorf("%w: rtt can only be injected into the embedded broker, not into --brokers", ErrConfig)
+	case c.LatencyRate < 0:
+		return fmt.Errorf("%w: latency rate must be positive, got %d", ErrConfig, c.LatencyRate)
+	case c.LatencyDuration < 0:
+		return fmt.Errorf("%w: latency duration must not be negative, got %s", ErrConfig, c.LatencyDuration)
+	case c.RunTimeout < 0:
+		return fmt.Errorf("%w: run timeout must not be negative, got %s", ErrConfig, c.RunTimeout)
+	}
+	if _, err := topologies.Lookup(c.Topology); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	// The auto settings are the pipeline's; let it judge them.
+	probe := pipeline.Config{App: "bench", Instance: "0", Inputs: []string{"in"}, Output: "out",
+		AutoInterval: true, OverheadBudget: c.OverheadBudget, MaxCommitInterval: c.MaxCommitInterval}
+	if _, err := pipeline.New(probe, pipeline.TransformFunc(nil)); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.OverheadBudget == 0 {
+		c.OverheadBudget = pipeline.DefaultOverheadBudget
+	}
+	if c.MaxCommitInterval == 0 {
+		c.MaxCommitInterval = pipeline.DefaultMaxCommitInterval
+	}
+	return nil
+}
+
+// records returns the backlog of a run with record size size.
+func (c *Config) records(size int) int64 {
+	if c.Records > 0 {
+		return c.Records
+	}
+	return DefaultRecords(size)
+}
+
+// latencyDuration returns how long the latency phase of a cell produces.
+func (c *Config) latencyDuration(iv Interval) time.Duration {
+	if c.LatencyDuration > 0 {
+		return c.LatencyDuration
+	}
+	t := iv.Fixed
+	if iv.Auto {
+		t = time.Second // auto rarely settles above this at a millisecond RTT
+	}
+	return max(time.Second, 3*t)
+}

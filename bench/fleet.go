@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/eosctl/eos/pipeline"
+	"github.com/eosctl/eos/topologies"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// copyJob is what one run's copiers do.
+type copyJob struct {
+	mode     Mode
+	interval Interval
+	app      string // consumer group and transactional.id prefix
+	inputs   []string
+	output   string
+	workers  int
+}
+
+// fleet is the running copiers of one run, as goroutines or as child
+// processes. Every event they emit goes to onEvent.
+type fleet interface {
+	// cpu returns the CPU time used so far by what the fleet measures.
+	cpu() time.Duration
+	// stop asks every copier to finish (commit and leave), waits, and
+	// returns the peak resident set size in bytes (0 if unknown) and the
+	// first copier failure.
+	stop() (peakRSS int64, err error)
+}
+
+// startFleet starts job's copiers in the way cfg says.
+func startFleet(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
+	if cfg.InProcess {
+		return startInProcess(ctx, cfg, brokers, job, onEvent)
+	}
+	return startChildren(ctx, cfg, brokers, job, onEvent)
+}
+
+// inProcess runs the copiers as goroutines. Its CPU and peak RSS are the
+// whole process's: copiers, the embedded broker and the bench's own clients.
+type inProcess struct {
+	cpu0   time.Duration
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	err    error
+}
+
+func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
+	topo, err := topologies.Lookup(cfg.Topology)
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, cfg.ClientOpts...)
+	resetPeakRSS()
+	ctx, cancel := context.WithCancel(ctx)
+	f := &inProcess{cancel: cancel, cpu0: selfCPU()}
+	for i := range job.workers {
+		t, err := topo.New(topologies.Options{})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		var run func(context.Context) error
+		switch job.mode {
+		case ModeBaseline:
+			bc := BaselineConfig{Group: job.app, Inputs: job.inputs, Output: job.output, CommitInterval: job.interval.Fixed,
+				Transform: t, ClientOpts: opts, Logger: cfg.Logger, OnEvent: onEvent}
+			run = func(ctx context.Context) error { return RunBaseline(ctx, bc) }
+		case ModeEOS:
+			w, err := pipeline.New(pipeline.Config{
+				App: job.app, Instance: strconv.Itoa(i), Inputs: job.inputs, Output: job.output,
+				CommitInterval: job.interval.Fixed, AutoInterval: job.interval.Auto,
+				OverheadBudget: cfg.OverheadBudget, MaxCommitInterval: cfg.MaxCommitInterval,
+				ClientOpts: opts, Logger: cfg.Logger, OnEvent: onEvent,
+			}, t)
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			run = w.Run
+		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			if err := run(ctx); err != nil {
+				f.mu.Lock()
+				if f.err == nil {
+					f.err = fmt.Errorf("%s copier %d: %w", job.mode, i, err)
+				}
+				f.mu.Unlock()
+			}
+		}()
+	}
+	return f, nil
+}
+
+func (f *inProcess) cpu() time.Duration { return selfCPU() - f.cpu0 }
+
+func (f *inProcess) stop() (int64, error) {
+	f.cancel()
+	f.wg.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return selfPeakRSS(), f.err
+}
+
+// children runs each copier as a child process of the eosctl binary: the
+// eos mode as `eosctl run` (the real command, exactly as a user runs it),
+// the baseline as the hidden `eosctl bench baseline`. CPU and peak RSS are
+// the children's own, without the broker or the latency consumer.
+type children struct {
+	procs []*child
+}
+
+type child struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr *tailBuffer
+	done   chan struct{}
+	err    error
+}
+
+func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
+	bin := cfg.Bin
+	if bin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("bench: finding own executable for the copier processes: %w", err)
+		}
+		bin = self
+	}
+	f := &children{}
+	for i := range job.workers {
+		args := copierArgs(cfg, brokers, job, i)
+		c := &child{name: fmt.Sprintf("%s copier %d", job.mode, i), stderr: &tailBuffer{max: 8 << 10}, done: make(chan struct{})}
+		c.cmd = exec.CommandContext(ctx, bin, args...)
+		c.cmd.Env = append(os.Environ(), cfg.ChildEnv...)
+		c.cmd.Stderr = c.stderr
+		out, err := c.cmd.StdoutPipe()
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		if err := c.cmd.Start(); err != nil {
+			f.stop()
+			return nil, fmt.Errorf("bench: starting %s (%s): %w", c.name, bin, err)
+		}
+		f.procs = append(f.procs, c)
+		go c.read(out, onEvent)
+	}
+	return f, nil
+}
+
+// copierArgs is the command line of copier i of job.
+func copierArgs(cfg *Config, brokers []string, job copyJob, i int) []string {
+	common := append([]string{"--brokers", strings.Join(brokers, ","), "--log-level", "warn",
+		"--input", strings.Join(job.inputs, ","), "--output", job.output}, cfg.ChildArgs...)
+	if job.mode == ModeBaseline {
+		return append([]string{"bench", "baseline", "--topology", cfg.Topology, "--group", job.app,
+			"--commit-interval", job.interval.Fixed.String()}, common...)
+	}
+	// No metrics endpoint: the baseline has none, and a fixed port would
+	// collide between runs.
+	args := append([]string{"run", cfg.Topology, "--app", job.app, "--instance", strconv.Itoa(i), "--events", "-",
+		"--metrics-addr", "", "--commit-interval", job.interval.String()}, common...)
+	if job.interval.Auto {
+		args = append(args, "--eos-overhead-budget", strconv.FormatFloat(cfg.OverheadBudget*100, 'g', -1, 64)+"%",
+			"--max-commit-interval", cfg.MaxCommitInterval.String())
+	}
+	return args
+}
+
+func (c *child) read(out interface{ Read([]byte) (int, error) }, onEvent func(pipeline.Event)) {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e pipeline.Event
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind != "" {
+			onEvent(e)
+		}
+	}
+	c.err = c.cmd.Wait()
+	close(c.done)
+}
+
+func (f *children) cpu() time.Duration {
+	var sum time.Duration
+	for _, c := range f.procs {
+		sum += procCPU(c.cmd.Process.Pid)
+	}
+	return sum
+}
+
+func (f *children) stop() (int64, error) {
+	for _, c := range f.procs {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	var peak int64
+	var first error
+	for _, c := range f.procs {
+		select {
+		case <-c.done:
+		case <-time.After(30 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+		if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			peak = max(peak, ru.Maxrss<<10) // KiB on Linux
+		}
+		if c.err != nil && first == nil {
+			first = fmt.Errorf("%s exited with %v: %s", c.name, c.err, c.stderr.lastLine())
+		}
+	}
+	return peak, first
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = t.buf[over:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) lastLine() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := bytes.Split(bytes.TrimSpace(t.buf), []byte("\n"))
+	return string(lines[len(lines)-1])
+}

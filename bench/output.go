@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable writes the report as the table `eosctl bench` prints: one row
+// per cell, medians over rounds, eos against baseline.
+func WriteTable(w io.Writer, r *Report) error {
+	p := r.Params
+	fmt.Fprintf(w, "%s broker, rtt %s, %s topology, %d partitions, %d worker(s), %d round(s), copiers as %s; %d cores, %s\n",
+		p.Broker, p.RTT, p.Topology, p.Partitions, p.Workers, p.Repeat, p.Copiers, p.Cores, p.GoVersion)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "interval\tsize\tbaseline rec/s\teos rec/s\tratio (min-max)\tloss %\ttxn/s\tcommit p50/p99 ms\toverhead %\te2e p50/p99/max ms\tbaseline e2e p50/p99 ms\tCPU s/M base/eos\tRSS MiB base/eos\t")
+	for _, c := range r.Cells {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.3f (%.3f-%.3f)\t%.1f\t%.1f\t%.1f/%.1f\t%.1f\t%.1f/%.1f/%.1f\t%.1f/%.1f\t%.2f/%.2f\t%.0f/%.0f\t\n",
+			c.Interval, c.Size, grouped(c.BaselineRPS), grouped(c.EOSRPS), c.Ratio, c.RatioMin, c.RatioMax, c.LossPct,
+			c.TxnPerSec, c.CommitP50Ms, c.CommitP99Ms, c.OverheadPct,
+			c.E2EP50Ms, c.E2EP99Ms, c.E2EMaxMs, c.BaselineE2EP50Ms, c.BaselineE2EP99Ms,
+			c.BaselineCPUSecPerM, c.EOSCPUSecPerM, c.BaselinePeakRSSMiB, c.EOSPeakRSSMiB)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, a := range r.Auto {
+		verdict := "no fixed interval in the sweep met the budget"
+		if a.BestFixed != "" {
+			verdict = fmt.Sprintf("best fixed interval within budget: %s (e2e p99 %.1f ms); auto's e2e p99 is %.2fx that", a.BestFixed, a.BestE2EP99Ms, a.LatencyVsBest)
+		}
+		fmt.Fprintf(w, "auto, %d bytes: commit overhead %.2f%% against a %.1f%% budget (interval settled at %.0f ms); %s\n",
+			a.Size, a.OverheadPct, a.BudgetPct, a.OpenP50Ms, verdict)
+	}
+	var short []string
+	for _, c := range r.Cells {
+		for _, run := range c.Runs {
+			if run.ShortWindow {
+				short = append(short, fmt.Sprintf("%s/%s/%d", run.Mode, run.Interval, run.Size))
+			}
+		}
+	}
+	if len(short) > 0 {
+		fmt.Fprintf(w, "warning: %d run(s) drained their backlog in fewer than 3 commits (2 full ones and the tail) (%s); their throughput includes the last, idle transaction: raise --records\n",
+			len(short), strings.Join(short, ", "))
+	}
+	return nil
+}
+
+// grouped formats n with thousands separators.
+func grouped(n float64) string {
+	s := strconv.FormatInt(int64(n+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// WriteJSON writes the whole report, runs included, as indented JSON.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// csvColumns are the cell fields of the CSV file, by their JSON names.
+var csvColumns = []string{
+	"interval", "size", "records", "rounds",
+	"baseline_rps", "baseline_rps_min", "baseline_rps_max", "baseline_mbps",
+	"eos_rps", "eos_rps_min", "eos_rps_max", "eos_mbps",
+	"ratio", "ratio_min", "ratio_max", "loss_pct",
+	"txn_per_s", "baseline_commits_per_s", "commit_p50_ms", "commit_p99_ms",
+	"baseline_commit_p50_ms", "baseline_commit_p99_ms", "txn_p50_ms", "txn_p99_ms",
+	"open_p50_ms", "baseline_open_p50_ms", "overhead_pct", "baseline_overhead_pct",
+	"e2e_p50_ms", "e2e_p99_ms", "e2e_p99_min_ms", "e2e_p99_max_ms", "e2e_max_ms",
+	"baseline_e2e_p50_ms", "baseline_e2e_p99_ms", "baseline_e2e_max_ms",
+	"eos_cpu_s_per_m", "baseline_cpu_s_per_m", "eos_peak_rss_mib", "baseline_peak_rss_mib",
+	"aborted", "reinits",
+}
+
+// WriteCSV writes one row per cell with the columns of csvColumns, the
+// same names and values as the JSON cells.
+func WriteCSV(w io.Writer, r *Report) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvColumns); err != nil {
+		return err
+	}
+	for _, c := range r.Cells {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		row := make([]string, len(csvColumns))
+		for i, k := range csvColumns {
+			switch v := m[k].(type) {
+			case string:
+				row[i] = v
+			case float64:
+				row[i] = strconv.FormatFloat(v, 'f', -1, 64)
+			default:
+				row[i] = fmt.Sprint(v)
+			}
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteFile writes path through fn atomically: to a temporary file in the
+// same directory, renamed into place only once fn succeeded, so that a
+// failed write never leaves half a file behind.
+func WriteFile(path string, fn func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := fn(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

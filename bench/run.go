@@ -1,0 +1,346 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/datagen"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Run runs the benchmark that cfg describes and returns its report. Every
+// error before the first run is about the configuration or the brokers;
+// a run that fails (a copier error, a phase that does not finish within
+// RunTimeout) ends the benchmark with an error naming the run.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	b := &bencher{cfg: &cfg, started: time.Now()}
+	if err := b.connect(ctx); err != nil {
+		return nil, err
+	}
+	defer b.close()
+	if err := b.produceInputs(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.sweep(ctx); err != nil {
+		return nil, err
+	}
+	return b.report(), nil
+}
+
+type bencher struct {
+	cfg     *Config
+	started time.Time
+	broker  *broker.Broker // nil with external brokers
+	brokers []string
+	opts    []kgo.Opt
+	adm     *kgo.Client
+	prefix  string
+	inputs  map[int]string // size -> backlog topic
+	topics  []string       // created, to delete at the end
+	groups  []string
+	runs    []RunResult
+	runNo   int
+}
+
+func (b *bencher) connect(ctx context.Context) error {
+	b.brokers = b.cfg.Brokers
+	if len(b.brokers) == 0 {
+		br, err := broker.Start(broker.Config{RTT: b.cfg.RTT, MinSessionTimeout: time.Second})
+		if err != nil {
+			return err
+		}
+		b.broker, b.brokers = br, br.Addrs()
+	}
+	b.opts = append([]kgo.Opt{kgo.SeedBrokers(b.brokers...)}, b.cfg.ClientOpts...)
+	adm, err := admin.Connect(ctx, 10*time.Second, b.opts...)
+	if err != nil {
+		b.close()
+		return err
+	}
+	b.adm = adm
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	b.prefix = "eosbench-" + hex.EncodeToString(id[:])
+	if b.broker == nil {
+		b.cfg.Logger.Info("benchmarking an external cluster: creating topics and groups named "+b.prefix+"-*; they are deleted at the end", "brokers", strings.Join(b.brokers, ","))
+	}
+	return nil
+}
+
+// close deletes what the benchmark created and stops the embedded broker.
+func (b *bencher) close() {
+	if b.adm != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		adm := kadm.NewClient(b.adm)
+		if len(b.topics) > 0 {
+			if _, err := adm.DeleteTopics(ctx, b.topics...); err != nil {
+				b.cfg.Logger.Warn("deleting the benchmark's topics failed", "topics", b.topics, "err", err)
+			}
+		}
+		if len(b.groups) > 0 && b.broker == nil {
+			if _, err := adm.DeleteGroups(ctx, b.groups...); err != nil {
+				b.cfg.Logger.Warn("deleting the benchmark's groups failed", "groups", b.groups, "err", err)
+			}
+		}
+		b.adm.Close()
+	}
+	if b.broker != nil {
+		b.broker.Close()
+	}
+}
+
+// produceInputs writes each size's backlog once; every run of that size
+// drains the same records.
+func (b *bencher) produceInputs(ctx context.Context) error {
+	b.inputs = map[int]string{}
+	for _, size := range b.cfg.Sizes {
+		topic := fmt.Sprintf("%s-in-%d", b.prefix, size)
+		n := b.cfg.records(size)
+		b.topics = append(b.topics, topic)
+		start := time.Now()
+		var progress func(done, total int64)
+		if b.cfg.Progress != nil {
+			progress = func(done, total int64) {
+				b.cfg.Progress(Progress{Phase: "input", Size: size, Done: done, Total: total, Elapsed: time.Since(start), Runs: b.totalRuns()})
+			}
+		}
+		if _, err := datagen.Produce(ctx, b.adm, datagen.Config{Topic: topic, Count: n, Size: size, Partitions: b.cfg.Partitions, Progress: progress}); err != nil {
+			return fmt.Errorf("bench: producing the %d-byte input: %w", size, err)
+		}
+		b.inputs[size] = topic
+	}
+	return nil
+}
+
+func (b *bencher) totalRuns() int {
+	return 2 * b.cfg.Repeat * len(b.cfg.Sizes) * len(b.cfg.Intervals)
+}
+
+// sweep runs every cell in every round. Within a cell the baseline runs
+// first and the eos mode right after it, except in auto cells, where eos
+// runs first so that the baseline can commit as often as eos chose to.
+func (b *bencher) sweep(ctx context.Context) error {
+	for round := 1; round <= b.cfg.Repeat; round++ {
+		for _, size := range b.cfg.Sizes {
+			for _, iv := range b.cfg.Intervals {
+				if !iv.Auto {
+					for _, m := range []Mode{ModeBaseline, ModeEOS} {
+						if _, err := b.run(ctx, round, m, iv, iv, size); err != nil {
+							return err
+						}
+					}
+					continue
+				}
+				e, err := b.run(ctx, round, ModeEOS, iv, iv, size)
+				if err != nil {
+					return err
+				}
+				// The interval auto settled on: its median transaction, less
+				// the commit. Rounded to a millisecond for the command line.
+				chosen := max(time.Duration(e.OpenP50Ms*float64(time.Millisecond)).Round(time.Millisecond), time.Millisecond)
+				if _, err := b.run(ctx, round, ModeBaseline, iv, Interval{Fixed: chosen}, size); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// run runs one mode of one cell: drain the backlog, then measure latency on
+// live records, then stop the copiers. cellIv names the cell; iv is the
+// interval the copiers use (they differ only for the baseline of an auto
+// cell).
+func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Interval, size int) (RunResult, error) {
+	b.runNo++
+	res := RunResult{Round: round, Mode: mode, Interval: cellIv.String(), Size: size, Records: b.cfg.records(size)}
+	name := fmt.Sprintf("run %d/%d (round %d, %s, %s, %d bytes)", b.runNo, b.totalRuns(), round, mode, cellIv, size)
+	stem := fmt.Sprintf("%s-%s-%s-%d-r%d", b.prefix, mode, topicSafe(cellIv.String()), size, round)
+	job := copyJob{mode: mode, interval: iv, app: stem, inputs: []string{b.inputs[size], stem + "-live"}, output: stem + "-out", workers: b.cfg.Workers}
+	b.groups = append(b.groups, stem)
+	for _, t := range job.inputs[1:] {
+		if err := b.createTopic(ctx, t); err != nil {
+			return res, err
+		}
+	}
+	if err := b.createTopic(ctx, job.output); err != nil {
+		return res, err
+	}
+	defer b.deleteTopics(job.output, job.inputs[1])
+
+	progress := func(phase string, total int64, start time.Time) func(int64) {
+		if b.cfg.Progress == nil {
+			return nil
+		}
+		return func(done int64) {
+			b.cfg.Progress(Progress{Run: b.runNo, Runs: b.totalRuns(), Round: round, Mode: mode, Interval: cellIv.String(),
+				Size: size, Phase: phase, Done: done, Total: total, Elapsed: time.Since(start)})
+		}
+	}
+	log := newRunLog()
+	f, err := startFleet(ctx, b.cfg, b.brokers, job, log.onEvent)
+	if err != nil {
+		return res, fmt.Errorf("bench: %s: %w", name, err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_, _ = f.stop()
+		}
+	}()
+	if err := log.waitConsumed(ctx, res.Records, b.cfg.RunTimeout, progress("drain", res.Records, time.Now())); err != nil {
+		return res, fmt.Errorf("bench: %s, draining the backlog: %w", name, err)
+	}
+	cpu := f.cpu()
+	drained := time.Now()
+	log.mu.Lock()
+	st := drain(log.commits, res.Records)
+	log.mu.Unlock()
+
+	dur := b.cfg.latencyDuration(cellIv)
+	probe := &latencyProbe{opts: b.opts, mode: mode, input: job.inputs[1], output: job.output, size: size,
+		rate: b.cfg.LatencyRate, duration: dur, firstSeq: res.Records}
+	lat, err := probe.run(ctx, 2*max(iv.Fixed, b.cfg.MaxCommitInterval)+10*time.Second, progress("latency", int64(float64(b.cfg.LatencyRate)*dur.Seconds()), time.Now()))
+	if err != nil {
+		return res, fmt.Errorf("bench: %s: %w", name, err)
+	}
+	peak, ferr := f.stop()
+	stopped = true
+	if ferr != nil && !errors.Is(ferr, context.Canceled) {
+		return res, fmt.Errorf("bench: %s: %w", name, ferr)
+	}
+
+	res.RPS, res.WindowS, res.ShortWindow = st.rps, st.window.Seconds(), st.shortWindow
+	res.MBps = st.rps * float64(size) / 1e6
+	res.Commits, res.TxnPerSec = st.commits, st.txnPerSec
+	res.CommitP50Ms, res.CommitP99Ms = ms(st.commitP50), ms(st.commitP99)
+	res.TxnP50Ms, res.TxnP99Ms, res.OpenP50Ms = ms(st.txnP50), ms(st.txnP99), ms(st.openP50)
+	res.OverheadPct = st.overhead * 100
+	res.E2ESamples = len(lat.samples)
+	res.E2EP50Ms, res.E2EP99Ms, res.E2EMaxMs = ms(quantile(lat.samples, 0.5)), ms(quantile(lat.samples, 0.99)), ms(quantile(lat.samples, 1))
+	res.CPUSeconds = cpu.Seconds()
+	res.CPUSecPerM = cpu.Seconds() / float64(res.Records) * 1e6
+	res.PeakRSSMiB = float64(peak) / (1 << 20)
+	log.mu.Lock()
+	res.Aborted, res.Reinits, res.CommittedRec = log.aborted, log.reinits, log.consumed
+	lp50, lp99, lopen := liveCommits(log.commits, drained)
+	log.mu.Unlock()
+	res.LiveCommitP50Ms, res.LiveCommitP99Ms, res.LiveOpenP50Ms = ms(lp50), ms(lp99), ms(lopen)
+	b.runs = append(b.runs, res)
+	b.cfg.Logger.Debug("bench run done", "run", name, "rps", int(res.RPS), "e2e_p99_ms", res.E2EP99Ms)
+	return res, nil
+}
+
+func (b *bencher) createTopic(ctx context.Context, topic string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, _, err := admin.EnsureTopic(ctx, b.adm, topic, b.cfg.Partitions, nil); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
+
+// deleteTopics deletes a run's own topics at once, so that the embedded
+// broker's memory holds only the backlogs.
+func (b *bencher) deleteTopics(topics ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(b.adm).DeleteTopics(ctx, topics...); err != nil {
+		b.cfg.Logger.Warn("deleting a run's topics failed; they are retried at the end", "topics", topics, "err", err)
+		b.topics = append(b.topics, topics...)
+	}
+}
+
+func (b *bencher) report() *Report {
+	rep := &Report{Params: b.params()}
+	for _, size := range b.cfg.Sizes {
+		for _, iv := range b.cfg.Intervals {
+			var runs []RunResult
+			for _, r := range b.runs {
+				if r.Size == size && r.Interval == iv.String() {
+					runs = append(runs, r)
+				}
+			}
+			rep.Cells = append(rep.Cells, cell(iv.String(), size, b.cfg.records(size), runs))
+		}
+	}
+	rep.Auto = autoChecks(rep.Cells, b.cfg.OverheadBudget)
+	return rep
+}
+
+func (b *bencher) params() Params {
+	c := b.cfg
+	p := Params{
+		Started: b.started, ElapsedS: time.Since(b.started).Seconds(),
+		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(),
+		Broker: "embedded", RTT: c.RTT.String(), RTTMs: ms(c.RTT),
+		Topology: c.Topology, Sizes: c.Sizes, Partitions: c.Partitions, Workers: c.Workers, Repeat: c.Repeat,
+		OverheadBudget: c.OverheadBudget, MaxCommitInterval: c.MaxCommitInterval.String(), LatencyRate: c.LatencyRate,
+		LatencyDurationNote: "max(1s, 3 commit intervals)",
+	}
+	if c.LatencyDuration > 0 {
+		p.LatencyDurationNote = c.LatencyDuration.String()
+	}
+	if b.broker == nil {
+		p.Broker, p.Brokers = "external", b.brokers
+	}
+	for _, iv := range c.Intervals {
+		p.Intervals = append(p.Intervals, iv.String())
+	}
+	for _, s := range c.Sizes {
+		p.Records = append(p.Records, c.records(s))
+	}
+	if c.InProcess {
+		p.Copiers = "in-process goroutines"
+		p.CPUScope = "the whole bench process over the drain: copiers plus, if embedded, the broker"
+		p.RSSScope = "the whole bench process's peak RSS (VmHWM, reset at each run's start): copiers, the bench's clients and, if embedded, the broker with every backlog in memory"
+	} else {
+		p.Copiers = "child processes (eosctl run for eos, eosctl bench baseline for the baseline)"
+		p.CPUScope = "the copier processes only, from process start to the end of the drain (/proc/<pid>/stat, 10ms ticks)"
+		p.RSSScope = "the largest copier process's peak RSS over its whole life (getrusage maxrss at exit)"
+	}
+	return p
+}
+
+// topicSafe maps an interval label to Kafka's topic alphabet.
+func topicSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		case r == '.':
+			return '_'
+		case r == 'µ':
+			return 'u'
+		}
+		return '-'
+	}, s)
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

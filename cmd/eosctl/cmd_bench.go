@@ -1,0 +1,337 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/eosctl/eos/bench"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/eosctl/eos/topologies"
+	"github.com/spf13/cobra"
+)
+
+func newBenchCmd(g *globals) *cobra.Command {
+	var (
+		cfg                bench.Config
+		intervals, sizes   string
+		jsonPath, csvPath  string
+		charts             []string
+		cpuProfile         string
+		latencyRate        int
+		records            int64
+		partitions         int32
+		workers, repeat    int
+		latencyDuration    time.Duration
+		overheadBudget     float64
+		maxCommitInterval  time.Duration
+		rtt                time.Duration
+		runTimeout         time.Duration
+		inProcess, noTable bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure what exactly-once costs: eos against an at-least-once baseline, in one run",
+		Long: `Runs the same topology over the same pre-produced input in two modes, on the
+same brokers, alternating baseline and eos for --repeat rounds:
+
+  baseline  at-least-once: idempotent producer (acks=all), read_uncommitted
+            consumer group, and every commit interval a flush followed by a
+            plain synchronous OffsetCommit;
+  eos       the real worker (eosctl run): transactions, read_committed, the
+            offsets committed inside the transaction.
+
+Each run drains a backlog of --records records (throughput, commit timings,
+commit overhead, CPU), then measures end-to-end latency on live records
+produced at --latency-rate: from the producer's clock to the moment a
+read_committed (eos) or read_uncommitted (baseline) consumer of the output
+sees the record. The sweep covers every --intervals x --sizes cell; each cell
+reports medians over rounds, the eos/baseline ratio (median of the per-round
+ratios of runs that ran back to back) and its spread.
+
+The broker is embedded unless --brokers is given explicitly; it injects
+--rtt (default 1ms) per response, because loopback round trips are
+microseconds and hide the very cost being measured. Against --brokers the
+benchmark creates uniquely named topics and groups (eosbench-<random>-...) and
+deletes them at the end.
+
+Copiers run as child processes of this binary (eos as "eosctl run", the
+baseline as "eosctl bench baseline"), so their CPU and peak RSS are their
+own; --in-process runs them as goroutines next to the broker instead, and the
+figures then cover the whole process. An "auto" interval runs the worker with
+--commit-interval auto (--eos-overhead-budget, --max-commit-interval); its
+baseline commits as often as auto chose to.
+
+Output: a progress line on a terminal, a table at the end, and on request
+--json (every figure, every run, and the parameters: machine, Go version,
+broker kind, RTT), --csv (one row per cell) and --chart (SVG or PNG by
+extension; repeatable).`,
+		Example: `  eosctl bench
+  eosctl bench --intervals 10ms,100ms,1s,auto --sizes 1024 --json bench.json --chart bench.svg --chart bench.png
+  eosctl bench --rtt 0 --sizes 100 --intervals 100ms --in-process
+  eosctl bench --brokers kafka-1:9092,kafka-2:9092 --sizes 1024 --intervals 100ms,1s --repeat 5`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.Intervals, err = bench.ParseIntervals(intervals); err != nil {
+				return usage(err)
+			}
+			if cfg.Sizes, err = bench.ParseSizes(sizes); err != nil {
+				return usage(err)
+			}
+			changed := cmd.Flags().Changed
+			for _, c := range []struct {
+				name string
+				bad  bool
+			}{
+				{"records", changed("records") && records <= 0},
+				{"partitions", partitions <= 0},
+				{"workers", workers <= 0},
+				{"repeat", repeat <= 0},
+				{"latency-rate", latencyRate <= 0},
+			} {
+				if c.bad {
+					return usage(fmt.Errorf("--%s must be positive", c.name))
+				}
+			}
+			if latencyDuration < 0 || runTimeout < 0 || rtt < 0 || maxCommitInterval < 0 {
+				return usage(fmt.Errorf("--latency-duration, --run-timeout, --rtt and --max-commit-interval must not be negative"))
+			}
+			if _, err := topologies.Lookup(cfg.Topology); err != nil {
+				return usage(err)
+			}
+			for _, c := range charts {
+				if err := bench.CheckChartPath(c); err != nil {
+					return usage(err)
+				}
+			}
+			for _, p := range append([]string{jsonPath, csvPath, cpuProfile}, charts...) {
+				if p == "" {
+					continue
+				}
+				if st, err := os.Stat(filepath.Dir(p)); err != nil || !st.IsDir() {
+					return usage(fmt.Errorf("cannot write %s: its directory does not exist", p))
+				}
+			}
+			cfg.Records, cfg.Partitions, cfg.Workers, cfg.Repeat = records, partitions, workers, repeat
+			cfg.LatencyRate, cfg.LatencyDuration, cfg.RunTimeout = latencyRate, latencyDuration, runTimeout
+			cfg.OverheadBudget, cfg.MaxCommitInterval, cfg.InProcess = overheadBudget, maxCommitInterval, inProcess
+			if !changed("records") {
+				cfg.Records = 0 // sized per record size
+			}
+			cfg.RTT = rtt
+			if cmd.Flag("brokers").Changed {
+				if changed("rtt") && rtt > 0 {
+					return usage(fmt.Errorf("--rtt is injected by the embedded broker; it cannot be used with --brokers"))
+				}
+				if cfg.Brokers, err = g.seeds(); err != nil {
+					return err
+				}
+				if cfg.ClientOpts, err = g.clientOpts(); err != nil {
+					return err
+				}
+				cfg.RTT = 0
+				cfg.ChildArgs, cfg.ChildEnv = g.connArgs()
+			}
+			if cfg.Logger, err = benchLogger(cmd, g); err != nil {
+				return err
+			}
+			if isTerminal(os.Stderr) {
+				cfg.Progress = benchProgress(os.Stderr)
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return usage(fmt.Errorf("--cpuprofile: %w", err))
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+
+			ctx, stop := signalContext()
+			defer stop()
+			rep, err := bench.Run(ctx, cfg)
+			if cfg.Progress != nil {
+				fmt.Fprint(os.Stderr, "\r\033[K")
+			}
+			if err != nil {
+				if errors.Is(err, bench.ErrConfig) {
+					return usage(err)
+				}
+				return err
+			}
+			rep.Params.Command = "eosctl " + strings.Join(os.Args[1:], " ")
+			if !noTable {
+				if err := bench.WriteTable(os.Stdout, rep); err != nil {
+					return err
+				}
+			}
+			return writeBenchFiles(rep, jsonPath, csvPath, charts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
+	f.StringVar(&sizes, "sizes", "100,1024", "record value sizes to sweep, in bytes, comma-separated")
+	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 2,000,000 for sizes up to 128 bytes, 600,000 up to 1 KiB, fewer above)")
+	f.Int32Var(&partitions, "partitions", 6, "partitions of the input and output topics")
+	f.IntVar(&workers, "workers", 1, "workers (copiers) per run, each its own process unless --in-process")
+	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in both modes, baseline then eos")
+	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run, one of: "+strings.Join(topologies.Names(), ", "))
+	f.DurationVar(&rtt, "rtt", time.Millisecond, "round-trip time the embedded broker injects per response (0: loopback)")
+	f.Var(percentFlag{v: &overheadBudget}, "eos-overhead-budget", "for auto intervals: the share of wall time commits may take, in percent (default 3%)")
+	f.DurationVar(&maxCommitInterval, "max-commit-interval", 0, "for auto intervals: the longest interval auto may choose (default 5s)")
+	f.IntVar(&latencyRate, "latency-rate", 10_000, "records per second of the latency phase; keep it well under both modes' throughput")
+	f.DurationVar(&latencyDuration, "latency-duration", 0, "how long the latency phase produces (default: max(1s, 3 commit intervals))")
+	f.BoolVar(&inProcess, "in-process", false, "run the copiers as goroutines of this process, next to the embedded broker")
+	f.DurationVar(&runTimeout, "run-timeout", 2*time.Minute, "limit for each phase of a run")
+	f.StringVar(&jsonPath, "json", "", "write every figure and the run's parameters as JSON to this file")
+	f.StringVar(&csvPath, "csv", "", "write one row per cell as CSV to this file")
+	f.StringArrayVar(&charts, "chart", nil, "write a chart of throughput and loss against commit interval; .svg or .png, repeatable")
+	f.BoolVar(&noTable, "no-table", false, "do not print the table")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --in-process: copiers and broker) to this file")
+	cmd.AddCommand(newBenchBaselineCmd(g))
+	return cmd
+}
+
+// writeBenchFiles writes the requested outputs, each atomically, and says so.
+func writeBenchFiles(rep *bench.Report, jsonPath, csvPath string, charts []string) error {
+	if jsonPath != "" {
+		if err := bench.WriteFile(jsonPath, func(w io.Writer) error { return bench.WriteJSON(w, rep) }); err != nil {
+			return err
+		}
+		fmt.Println("wrote", jsonPath)
+	}
+	if csvPath != "" {
+		if err := bench.WriteFile(csvPath, func(w io.Writer) error { return bench.WriteCSV(w, rep) }); err != nil {
+			return err
+		}
+		fmt.Println("wrote", csvPath)
+	}
+	for _, c := range charts {
+		if err := bench.WriteChart(c, rep); err != nil {
+			return err
+		}
+		fmt.Println("wrote", c)
+	}
+	return nil
+}
+
+// benchLogger is the global logger, at warn unless --log-level was given:
+// every run starts and stops workers, whose info lines would bury the
+// progress line.
+func benchLogger(cmd *cobra.Command, g *globals) (*slog.Logger, error) {
+	if !cmd.Flag("log-level").Changed {
+		saved := g.logLevel
+		g.logLevel = "warn"
+		defer func() { g.logLevel = saved }()
+	}
+	return g.logger()
+}
+
+// benchProgress redraws one progress line.
+func benchProgress(w io.Writer) func(bench.Progress) {
+	return func(p bench.Progress) {
+		if p.Phase == "input" {
+			fmt.Fprintf(w, "\r\033[Kproducing the %d-byte backlog: %d/%d", p.Size, p.Done, p.Total)
+			return
+		}
+		rate := float64(p.Done) / max(p.Elapsed.Seconds(), 1e-9)
+		fmt.Fprintf(w, "\r\033[Krun %d/%d  round %d  %-8s %-6s %5d B  %-7s %3.0f%%  %.0f rec/s",
+			p.Run, p.Runs, p.Round, p.Mode, p.Interval, p.Size, p.Phase, 100*float64(p.Done)/float64(max(p.Total, 1)), rate)
+	}
+}
+
+// connArgs returns the global connection flags as arguments for child
+// processes, and the SASL password as their environment (never argv, which
+// ps shows).
+func (g *globals) connArgs() (args, env []string) {
+	c := g.conn
+	args = append(args, "--timeout", g.timeout.String())
+	if c.TLS {
+		args = append(args, "--tls")
+	}
+	for _, kv := range [][2]string{{"--tls-ca", c.TLSCA}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey},
+		{"--sasl-mechanism", c.SASLMechanism}, {"--sasl-user", c.SASLUser}} {
+		if kv[1] != "" {
+			args = append(args, kv[0], kv[1])
+		}
+	}
+	if c.TLSInsecureSkipVerify {
+		args = append(args, "--tls-insecure-skip-verify")
+	}
+	if c.SASLPassword != "" {
+		env = append(env, "EOSCTL_SASL_PASSWORD="+c.SASLPassword)
+	}
+	return args, env
+}
+
+// newBenchBaselineCmd is the baseline copier as a child process of eosctl
+// bench. It is hidden: it exists to be measured, not used.
+func newBenchBaselineCmd(g *globals) *cobra.Command {
+	var (
+		cfg      bench.BaselineConfig
+		inputs   string
+		topology string
+	)
+	cmd := &cobra.Command{
+		Use:    "baseline --group G --input T[,T...] --output T --commit-interval D",
+		Short:  "The at-least-once copier eosctl bench measures eos against (used by eosctl bench)",
+		Hidden: true,
+		Long: `Copies the inputs to the output at least once: idempotent producer with
+acks=all, read_uncommitted consumer group, and every --commit-interval a flush
+then a plain OffsetCommit. Writes worker events as JSON lines on stdout.
+SIGINT or SIGTERM commits and exits 0. It is a benchmark baseline: a crash
+between the flush and the commit duplicates output.`,
+		Example: `  eosctl bench baseline --group copy --input in --output out --commit-interval 100ms`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := topologies.Lookup(topology)
+			if err != nil {
+				return usage(err)
+			}
+			if cfg.Transform, err = t.New(topologies.Options{}); err != nil {
+				return usage(err)
+			}
+			for _, in := range strings.Split(inputs, ",") {
+				if in = strings.TrimSpace(in); in != "" {
+					cfg.Inputs = append(cfg.Inputs, in)
+				}
+			}
+			if cfg.Logger, err = g.logger(); err != nil {
+				return err
+			}
+			if cfg.ClientOpts, err = g.clientOpts(); err != nil {
+				return err
+			}
+			cfg.OnEvent = pipeline.JSONEvents(os.Stdout)
+			ctx, stop := signalContext()
+			defer stop()
+			if err := bench.RunBaseline(ctx, cfg); err != nil {
+				if errors.Is(err, bench.ErrConfig) {
+					return usage(err)
+				}
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Group, "group", "", "consumer group (required)")
+	f.StringVar(&inputs, "input", "", "comma-separated input topics (required)")
+	f.StringVar(&cfg.Output, "output", "", "output topic (required)")
+	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "flush and commit offsets this often")
+	f.StringVar(&topology, "topology", "passthrough", "topology to run")
+	for _, req := range []string{"group", "input", "output"} {
+		_ = cmd.MarkFlagRequired(req)
+	}
+	return cmd
+}

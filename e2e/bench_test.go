@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// eosctl bench, as a user runs it: copiers as child processes (eosctl run
+// and eosctl bench baseline), a table on stdout, and every requested file,
+// well-formed, with the ratio taken from the two modes' runs.
+func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
+	dir := t.TempDir()
+	out := func(name string) string { return filepath.Join(dir, name) }
+	cmd := exec.Command(eosctl, "bench", "--records", "3000", "--sizes", "100", "--intervals", "50ms", "--repeat", "1",
+		"--partitions", "2", "--latency-rate", "1000", "--latency-duration", "300ms",
+		"--json", out("b.json"), "--csv", out("b.csv"), "--chart", out("b.svg"), "--chart", out("b.png"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("eosctl bench: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"ratio", "50ms", "child processes", "wrote " + out("b.png")} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	var rep struct {
+		Params struct {
+			Broker  string `json:"broker"`
+			RTT     string `json:"rtt"`
+			Command string `json:"command"`
+		} `json:"params"`
+		Cells []struct {
+			Ratio       float64 `json:"ratio"`
+			BaselineRPS float64 `json:"baseline_rps"`
+			EOSRPS      float64 `json:"eos_rps"`
+			EOSPeakRSS  float64 `json:"eos_peak_rss_mib"`
+			BasePeakRSS float64 `json:"baseline_peak_rss_mib"`
+			EOSCPU      float64 `json:"eos_cpu_s_per_m"`
+		} `json:"cells"`
+	}
+	b, err := os.ReadFile(out("b.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("b.json: %v", err)
+	}
+	if rep.Params.Broker != "embedded" || rep.Params.RTT != "1ms" || !strings.Contains(rep.Params.Command, "bench") || len(rep.Cells) != 1 {
+		t.Fatalf("b.json: %+v", rep)
+	}
+	c := rep.Cells[0]
+	if c.BaselineRPS <= 0 || c.EOSRPS <= 0 || c.Ratio != c.EOSRPS/c.BaselineRPS {
+		t.Fatalf("ratio %v is not eos %v / baseline %v (one round)", c.Ratio, c.EOSRPS, c.BaselineRPS)
+	}
+	// Child processes: their own peak RSS, far below the broker's process.
+	if c.EOSPeakRSS <= 0 || c.BasePeakRSS <= 0 || c.EOSCPU <= 0 {
+		t.Fatalf("the copier processes' RSS (%v, %v MiB) and CPU (%v s/M) were not measured", c.EOSPeakRSS, c.BasePeakRSS, c.EOSCPU)
+	}
+	f, err := os.Open(out("b.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if rows, err := csv.NewReader(f).ReadAll(); err != nil || len(rows) != 2 {
+		t.Fatalf("b.csv: %d rows, %v", len(rows), err)
+	}
+	for _, name := range []string{"b.svg", "b.png"} {
+		if st, err := os.Stat(out(name)); err != nil || st.Size() < 1000 {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+// Bad bench flags fail at once with exit code 2, one line, and no file.
+func TestBenchBadFlagsAreUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	js := filepath.Join(dir, "b.json")
+	for _, tc := range []struct {
+		name string
+		args []string
+		has  string
+	}{
+		{"negative interval", []string{"--intervals", "100ms,-10ms"}, `interval "-10ms" must be positive`},
+		{"unparsable interval", []string{"--intervals", "soon"}, `interval "soon"`},
+		{"unknown topology", []string{"--topology", "nosuch"}, `unknown topology "nosuch"`},
+		{"zero records", []string{"--records", "0"}, "--records must be positive"},
+		{"zero repeat", []string{"--repeat", "0"}, "--repeat must be positive"},
+		{"bad size", []string{"--sizes", "0"}, "record size 0"},
+		{"rtt with brokers", []string{"--brokers", "127.0.0.1:1", "--rtt", "5ms"}, "--rtt is injected by the embedded broker"},
+		{"bad budget", []string{"--eos-overhead-budget", "80%"}, "at most 50%"},
+		{"bad chart", []string{"--chart", filepath.Join(dir, "b.gif")}, ".svg or .png"},
+		{"missing directory", []string{"--csv", filepath.Join(dir, "no", "b.csv")}, "directory does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(eosctl, append(append([]string{"bench"}, tc.args...), "--json", js)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			start := time.Now()
+			err := cmd.Run()
+			ee, ok := err.(*exec.ExitError)
+			msg := strings.TrimSpace(stderr.String())
+			if !ok || ee.ExitCode() != 2 || strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "eosctl: ") || !strings.Contains(msg, tc.has) {
+				t.Fatalf("exit %v, stderr %q; want exit 2 and one line containing %q", err, msg, tc.has)
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("took %s: bad flags must fail before any run", time.Since(start))
+			}
+			if _, err := os.Stat(js); !os.IsNotExist(err) {
+				t.Fatalf("a failed bench left %s behind", js)
+			}
+		})
+	}
+	// The auto-only flags of eosctl run need --commit-interval auto.
+	cmd := exec.Command(eosctl, "run", "passthrough", "--brokers", "127.0.0.1:1", "--app", "a", "--instance", "0",
+		"--input", "i", "--output", "o", "--eos-overhead-budget", "2%")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), "only applies with --commit-interval auto") {
+		t.Fatalf("run --eos-overhead-budget without auto: %v, %q", err, stderr.String())
+	}
+}
