@@ -33,6 +33,10 @@ type Config struct {
 
 	// DataDir persists the cluster's state; empty keeps it in memory.
 	DataDir string
+	// SyncWrites fsyncs every write to DataDir. Without it, a broker killed
+	// with SIGKILL can lose its most recent writes, as a single Kafka
+	// broker without replication can.
+	SyncWrites bool
 
 	// RTT is a round-trip time injected on every connection: each response
 	// is held back by RTT before it is written, without slowing the bytes
@@ -105,6 +109,9 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	if cfg.DataDir != "" {
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
+		if cfg.SyncWrites {
+			opts = append(opts, kfake.SyncWrites())
+		}
 	}
 	if cfg.MinSessionTimeout > 0 {
 		opts = append(opts, kfake.GroupMinSessionTimeout(cfg.MinSessionTimeout))

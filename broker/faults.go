@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+	"time"
 )
 
 // Faults injects network faults that the broker itself cannot express: the
@@ -14,9 +15,51 @@ import (
 //
 // The zero value injects nothing; arm it with DropResponses.
 type Faults struct {
-	mu    sync.Mutex
-	drops map[int16]int
-	hits  map[int16]int
+	mu     sync.Mutex
+	drops  map[int16]int
+	hits   map[int16]int
+	delays map[int16][]time.Duration
+	held   map[int16]int
+}
+
+// DelayResponses arms the next n responses to requests with API key to be
+// held back by d after the broker has handled the request. Responses on a
+// connection are ordered, so the hold delays later responses on the same
+// connection too, as a stalled network path does. A delay longer than the
+// client's request timeout makes the client give up on a request the broker
+// has applied.
+func (f *Faults) DelayResponses(key int16, n int, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.delays == nil {
+		f.delays = map[int16][]time.Duration{}
+	}
+	for range n {
+		f.delays[key] = append(f.delays[key], d)
+	}
+}
+
+// Delayed returns how many responses to key have been delayed so far.
+func (f *Faults) Delayed(key int16) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held[key]
+}
+
+// takeDelay returns the delay armed for the next response to key, if any.
+func (f *Faults) takeDelay(key int16) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ds := f.delays[key]
+	if len(ds) == 0 {
+		return 0
+	}
+	f.delays[key] = ds[1:]
+	if f.held == nil {
+		f.held = map[int16]int{}
+	}
+	f.held[key]++
+	return ds[0]
 }
 
 // DropResponses arms the next n responses to requests with API key (for
@@ -81,6 +124,7 @@ func (c *faultConn) Read(p []byte) (int, error) {
 func (c *faultConn) Write(p []byte) (int, error) {
 	var out []byte
 	broken := false
+	var hold time.Duration
 	c.wr.feed(p, func() {
 		c.mu.Lock()
 		var key int16 = -1
@@ -90,11 +134,17 @@ func (c *faultConn) Write(p []byte) (int, error) {
 		c.mu.Unlock()
 		c.dropping = c.f.take(key)
 		broken = broken || c.dropping
+		if d := c.f.takeDelay(key); d > 0 {
+			hold = max(hold, d)
+		}
 	}, nil, func(b []byte) {
 		if !c.dropping {
 			out = append(out, b...)
 		}
 	})
+	if hold > 0 {
+		time.Sleep(hold)
+	}
 	if len(out) > 0 {
 		if _, err := c.Conn.Write(out); err != nil {
 			return 0, err

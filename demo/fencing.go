@@ -219,7 +219,7 @@ func (r *run) startWorker(ctx context.Context, actor string, stderr io.Writer) (
 		args = []string{"demo", "unsafe-worker", "--commit-interval", "1s"}
 	}
 	args = append(args, "--brokers", r.brokers, "--app", r.app, "--instance", "0",
-		"--input", r.rep.Input, "--output", r.rep.Output, "--session-timeout", "6s", "--events", "-", "--log-level", "error")
+		"--input", r.rep.Input, "--output", r.rep.Output, "--session-timeout", "6s", "--events", "-", "--log-level", "error", "--metrics-addr", "")
 	p, err := supervise.Start(ctx, supervise.Config{
 		Name: actor, Bin: r.cfg.Bin, Args: args, Stderr: stderr,
 		OnEvent: func(name string, e pipeline.Event) {

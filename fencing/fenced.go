@@ -54,7 +54,7 @@ func (e *FencedError) Error() string {
 	if e.CurrentEpoch >= 0 {
 		cur = fmt.Sprint(e.CurrentEpoch)
 	}
-	what := "another producer initialised the same transactional.id"
+	what := "another producer initialised the same transactional.id (or the coordinator aborted this instance's transaction when it outlived transaction.timeout.ms)"
 	if e.Reason == ReasonInstanceID {
 		what = "another consumer joined the group with the same group.instance.id"
 	}

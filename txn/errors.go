@@ -27,6 +27,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// ErrOutcomeUnknown marks an error whose only safe reaction is to
+// re-initialise the producer and resume from the committed offsets.
+var ErrOutcomeUnknown = errors.New("transaction outcome unknown")
+
 // Class is what an error means for the worker.
 type Class int
 

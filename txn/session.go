@@ -75,8 +75,15 @@ func Open(ctx context.Context, id string, log *slog.Logger, opts ...kgo.Opt) (*S
 
 // group returns the consumer group the session commits offsets for.
 func (s *Session) group() string {
-	g, _ := s.s.Client().GroupMetadata()
+	g, _ := s.s.Client().OptValue(kgo.ConsumerGroup).(string)
 	return g
+}
+
+// MemberID returns the group member id this incarnation holds, "" if it has
+// not joined.
+func (s *Session) MemberID() string {
+	m, _ := s.s.Client().GroupMetadata()
+	return m
 }
 
 // ID returns the transactional.id.

@@ -67,6 +67,7 @@ across machines. Point --brokers at a real Kafka cluster for anything else.`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:9092", "host:port of the first node; node i listens on port+i (port 0: random ports)")
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of broker nodes")
 	f.StringVar(&cfg.DataDir, "data-dir", "./.eosctl/data", "directory to persist state in; empty keeps everything in memory")
+	f.BoolVar(&cfg.SyncWrites, "sync-writes", false, "fsync every write, so that a SIGKILLed broker loses nothing it acknowledged (slower)")
 	f.DurationVar(&cfg.RTT, "rtt", 0, "round-trip time to inject on every connection (e.g. 1ms), to make loopback behave like a network")
 	f.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", time.Second, "smallest group session timeout the broker accepts (Kafka's default is 6s)")
 	f.StringArrayVar(&configs, "config", nil, "broker config key=value, repeatable (e.g. transaction.max.timeout.ms=60000)")

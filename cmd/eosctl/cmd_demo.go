@@ -126,6 +126,7 @@ func newUnsafeWorkerCmd(g *globals) *cobra.Command {
 	f.DurationVar(&cfg.CommitInterval, "commit-interval", time.Second, "offset commit interval")
 	f.DurationVar(&sessionTimeout, "session-timeout", 6*time.Second, "ignored; accepted for symmetry with run")
 	f.StringVar(&events, "events", "", `"-" writes events to stdout`)
+	f.String("metrics-addr", "", "ignored: the unsafe copier serves no metrics")
 	return cmd
 }
 
