@@ -2,7 +2,7 @@
 GO ?= go
 BIN ?= bin/eosctl
 
-.PHONY: help build test quickstart lint vet fmt clean up down dashboards
+.PHONY: help build test quickstart lint vet fmt clean chaos soak up down dashboards
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -15,6 +15,12 @@ test: ## run every test (the README's test command)
 
 quickstart: ## the main job on an embedded broker: produce, copy with crashes, verify
 	$(GO) run ./cmd/eosctl quickstart
+
+chaos: ## the fault suite in its long form; prints the RELIABILITY.md table
+	$(GO) run ./cmd/eosctl chaos
+
+soak: ## 30 minutes of steady copying: throughput, RSS and goroutines must stay flat (not in CI)
+	$(GO) run ./cmd/eosctl chaos --soak 30m --rate 5000
 
 lint: vet fmt ## go vet and a gofmt check
 	@command -v duplicates >/dev/null && duplicates || true

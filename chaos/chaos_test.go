@@ -65,3 +65,20 @@ func TestScenariosPreserveExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// A short soak: the sampling works, exactly-once holds, and the workers'
+// memory is measured (the 30-minute run is `make soak`, not CI).
+func TestSoakSamplesAndStaysExactlyOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Soak(ctx, bin, 6*time.Second, 5000, time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Samples) < 4 || res.Samples[len(res.Samples)-1].RSSBytes == 0 || res.Samples[len(res.Samples)-1].Goroutines == 0 {
+		t.Fatalf("soak samples are missing measurements: %+v", res.Samples)
+	}
+	if !res.Verify.OK() || !res.Tail.OK() {
+		t.Fatalf("soak: %s; %s", res.Verify.Summary(), res.Tail)
+	}
+}
