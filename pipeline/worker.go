@@ -235,6 +235,7 @@ func (w *Worker) clientOpts() []kgo.Opt {
 		// older than the timeout failed every batch and livelocked the
 		// worker in aborts. End's flush is bounded by TransactionTimeout.
 		kgo.DisableAutoCommit(),
+		kgo.KeepControlRecords(), // see process
 		kgo.RequestTimeoutOverhead(w.cfg.RequestTimeout),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 			w.emit(Event{Kind: EventAssigned, Partitions: ps})
@@ -311,6 +312,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	for {
 		err := w.runSession(ctx, sess)
 		var fatal *fatalError
+		if txn.Classify(err) == txn.Fenced && ctx.Err() == nil && w.selfFenced(ctx, sess, err) {
+			w.log.Warn("producer fenced, but the group still knows this instance as itself: the coordinator moved the epoch (a lost EndTxn response or a timed-out transaction); re-initialising", "err", err)
+			err = fmt.Errorf("self-inflicted fence: %w", txn.ErrOutcomeUnknown)
+		}
 		if err == nil || ctx.Err() != nil || errors.As(err, &fatal) || txn.Classify(err) != txn.Unknown {
 			sess.Close()
 			if err == nil {
@@ -410,7 +415,11 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 		if sess.InTxn() {
 			pollCtx, cancel = context.WithDeadline(ctx, sess.Began().Add(w.commitInterval()))
 		}
-		fs := sess.PollRecords(pollCtx, 10000)
+		limit := 10000
+		if m := w.cfg.MaxTxnRecords; m > 0 {
+			limit = max(1, min(limit, m-consumed))
+		}
+		fs := sess.PollRecords(pollCtx, limit)
 		cancel()
 		if fs.IsClientClosed() {
 			return txn.ErrClosed
@@ -445,6 +454,14 @@ func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches,
 			if err = sess.Begin(); err != nil {
 				return
 			}
+		}
+		if r.Attrs.IsControl() {
+			// A transaction marker of a transactional input. It is not
+			// data, but consuming it moves the position, and committing
+			// that position is what lets the committed offset reach the
+			// end of the input (otherwise an aborted transaction at the
+			// end would leave the group's lag above zero forever).
+			return
 		}
 		w.rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
 		if perr := w.processOne(ctx, sess, r); perr != nil {
