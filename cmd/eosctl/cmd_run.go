@@ -136,6 +136,8 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	f.DurationVar(&cfg.TransactionTimeout, "transaction-timeout", 0, "transaction.timeout.ms: the coordinator aborts a transaction open longer (default 60s)")
 	f.StringVar(&events, "events", "", `write lifecycle events (started, committed, aborted, reinit, fenced, stopped) as JSON lines to this file, or "-" for stdout`)
+	f.DurationVar(&cfg.RequestTimeout, "request-timeout", 0, "how long to wait for a broker's answer to a request without its own timeout, e.g. EndTxn (default 10s)")
+	f.StringVar(&cfg.GroupProtocol, "group-protocol", "classic", "consumer group protocol: classic, or consumer (KIP-848, Kafka 4.0+)")
 	f.StringVar(&topo.Config, "config", "", "configuration file, for topologies that take one")
 	mopts.flags(f)
 	f.Float64Var(&cfg.AbortFraction, "test-abort-fraction", 0, "abort this fraction of transactions on purpose (testing only)")
