@@ -37,9 +37,9 @@ type BaselineConfig struct {
 //   - consumer group, read_uncommitted, auto-commit off;
 //   - an idempotent producer with acks=all (kgo's defaults), so that retries
 //     do not duplicate;
-//   - every CommitInterval (counted from the first record after the last
-//     commit, as the worker counts from Begin): flush, then a plain
-//     synchronous OffsetCommit of everything polled.
+//   - every CommitInterval (counted between the starts of commits, as the
+//     worker paces its transactions): flush, then a plain synchronous
+//     OffsetCommit of everything polled.
 //
 // Its output carries the same idempotency-key header as the worker's, so
 // both modes write the same bytes. It exists as a benchmark baseline, not as
@@ -99,9 +99,10 @@ type baseline struct {
 	cl  *kgo.Client
 	em  emitter
 
-	began    time.Time // first record since the last commit; zero if none
-	consumed int
-	produced int
+	began     time.Time // first record since the last commit; zero if none
+	lastStart time.Time // when the last commit started
+	consumed  int
+	produced  int
 
 	mu      sync.Mutex
 	prodErr error
@@ -114,7 +115,7 @@ func (b *baseline) loop(ctx context.Context) error {
 		}
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if !b.began.IsZero() {
-			pollCtx, cancel = context.WithDeadline(ctx, b.began.Add(b.cfg.CommitInterval))
+			pollCtx, cancel = context.WithDeadline(ctx, b.deadline())
 		}
 		fs := b.cl.PollRecords(pollCtx, 10000)
 		cancel()
@@ -144,13 +145,24 @@ func (b *baseline) loop(ctx context.Context) error {
 		if perr != nil {
 			return perr
 		}
-		if !b.began.IsZero() && time.Since(b.began) >= b.cfg.CommitInterval {
+		if !b.began.IsZero() && !time.Now().Before(b.deadline()) {
 			if err := b.commit(ctx); err != nil {
 				return err
 			}
 		}
 		b.cl.AllowRebalance()
 	}
+}
+
+// deadline is when the pending records must be committed: an interval after
+// the previous commit started, as the worker paces its transactions, and
+// never later than an interval after the first of them.
+func (b *baseline) deadline() time.Time {
+	d := b.began.Add(b.cfg.CommitInterval)
+	if next := b.lastStart.Add(b.cfg.CommitInterval); !b.lastStart.IsZero() && next.Before(d) {
+		d = next
+	}
+	return d
 }
 
 // commit flushes what was produced and then commits the offsets of every
@@ -160,6 +172,7 @@ func (b *baseline) commit(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
+	b.lastStart = start
 	if err := b.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("baseline: flushing: %w", err)
 	}

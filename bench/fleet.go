@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,7 +94,9 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 			run = w.Run
 		}
 		f.wg.Add(1)
-		go func() {
+		go pprof.Do(ctx, pprof.Labels("mode", string(job.mode)), func(ctx context.Context) {
+			// The label follows every goroutine the copier's clients
+			// start, so a --cpuprofile splits by mode (-tagfocus mode=eos).
 			defer f.wg.Done()
 			if err := run(ctx); err != nil {
 				f.mu.Lock()
@@ -102,7 +105,7 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 				}
 				f.mu.Unlock()
 			}
-		}()
+		})
 	}
 	return f, nil
 }
@@ -204,11 +207,17 @@ func (f *children) cpu() time.Duration {
 	return sum
 }
 
+// stop reads each child's peak RSS, then stops it. The peak is VmHWM from
+// /proc/<pid>/status, the high-water mark of the child's own address space
+// since exec; getrusage's maxrss of a child is no good here, because Linux
+// carries the parent's RSS at the time of the (vfork) exec into it, and the
+// parent holds the embedded broker.
 func (f *children) stop() (int64, error) {
+	var peak int64
 	for _, c := range f.procs {
+		peak = max(peak, procPeakRSS(c.cmd.Process.Pid))
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	var peak int64
 	var first error
 	for _, c := range f.procs {
 		select {
@@ -216,9 +225,6 @@ func (f *children) stop() (int64, error) {
 		case <-time.After(30 * time.Second):
 			_ = c.cmd.Process.Kill()
 			<-c.done
-		}
-		if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			peak = max(peak, ru.Maxrss<<10) // KiB on Linux
 		}
 		if c.err != nil && first == nil {
 			first = fmt.Errorf("%s exited with %v: %s", c.name, c.err, c.stderr.lastLine())

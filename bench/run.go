@@ -312,7 +312,7 @@ func (b *bencher) params() Params {
 	} else {
 		p.Copiers = "child processes (eosctl run for eos, eosctl bench baseline for the baseline)"
 		p.CPUScope = "the copier processes only, from process start to the end of the drain (/proc/<pid>/stat, 10ms ticks)"
-		p.RSSScope = "the largest copier process's peak RSS over its whole life (getrusage maxrss at exit)"
+		p.RSSScope = "the largest copier process's peak RSS since exec (VmHWM from /proc/<pid>/status, read before it is stopped)"
 	}
 	return p
 }

@@ -53,8 +53,13 @@ func resetPeakRSS() {
 
 // selfPeakRSS returns VmHWM, the peak resident set size in bytes since the
 // process started or since resetPeakRSS, or 0 if unknown.
-func selfPeakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+func selfPeakRSS() int64 { return peakRSS("/proc/self/status") }
+
+// procPeakRSS returns process pid's VmHWM in bytes, 0 if unknown.
+func procPeakRSS(pid int) int64 { return peakRSS("/proc/" + strconv.Itoa(pid) + "/status") }
+
+func peakRSS(status string) int64 {
+	b, err := os.ReadFile(status)
 	if err != nil {
 		return 0
 	}

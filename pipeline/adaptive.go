@@ -30,9 +30,9 @@ const (
 // EndTxn, during which it processes nothing) within a budget b, a fraction of
 // wall time.
 //
-// A transaction held open for T and committed in c costs a busy worker
-// c/(T+c) of its time, so the shortest interval within budget is
-// T = c(1-b)/b. The per-commit cost c is a handful of round trips to the
+// Commits start every T (see pacer) and each takes c, so committing costs a
+// busy worker c/T of its time and the shortest interval within budget is
+// T = c/b. The per-commit cost c is a handful of round trips to the
 // coordinators and does not depend on how many records the transaction
 // holds, but it does drift with the network and the brokers' load, so it is
 // not configured: it is estimated from the commits the worker makes, as an
@@ -83,21 +83,62 @@ func (a *adaptiveInterval) observe(commit time.Duration) {
 	} else {
 		a.mean += commitEWMAWeight * (c - a.mean)
 	}
-	t := time.Duration(a.mean * (1 - a.budget) / a.budget * float64(time.Second))
+	t := time.Duration(a.mean / a.budget * float64(time.Second))
 	a.cur = min(max(t, minAutoInterval), a.max)
 }
 
-// commitInterval is how long the worker keeps a transaction open.
-func (w *Worker) commitInterval() time.Duration {
-	if w.auto != nil {
-		return w.auto.interval()
-	}
-	return w.cfg.CommitInterval
+// pacer decides when the open transaction ends. Commits start every
+// interval, counted from the start of the previous commit, as Kafka Streams
+// counts commit.interval.ms: a read_committed consumer then sees a commit
+// every T, not every T plus however long the commit itself took, which takes
+// about a commit's duration off the mean and the tail of end-to-end latency
+// at the same commit rate. A transaction never stays open longer than the
+// interval. When commits take longer than the interval, the next one starts
+// as soon as a poll's records are in; after a quiet spell with no
+// transaction open, the first records commit at once, and the interval
+// counts again from that commit.
+type pacer struct {
+	fixed time.Duration
+	auto  *adaptiveInterval // nil: fixed
+
+	lastStart time.Time // when the last commit started; zero before the first
 }
+
+func newPacer(cfg Config) *pacer {
+	return &pacer{fixed: cfg.CommitInterval, auto: newAdaptiveInterval(cfg)}
+}
+
+func (p *pacer) interval() time.Duration {
+	if p.auto != nil {
+		return p.auto.interval()
+	}
+	return p.fixed
+}
+
+// deadline returns when the transaction that began at began must end.
+func (p *pacer) deadline(began time.Time) time.Time {
+	iv := p.interval()
+	d := began.Add(iv)
+	if !p.lastStart.IsZero() {
+		if next := p.lastStart.Add(iv); next.Before(d) {
+			d = next
+		}
+	}
+	return d
+}
+
+// due reports whether the transaction that began at began must end now.
+func (p *pacer) due(began time.Time) bool { return !time.Now().Before(p.deadline(began)) }
+
+// committing records that a commit starts now.
+func (p *pacer) committing() { p.lastStart = time.Now() }
+
+// committed folds a finished commit's duration into the adaptive interval.
+func (p *pacer) committed(d time.Duration) { p.auto.observe(d) }
 
 // CommitInterval returns the commit interval in force: the configured one,
 // or with AutoInterval the one the worker has chosen from the commits so far.
-func (w *Worker) CommitInterval() time.Duration { return w.commitInterval() }
+func (w *Worker) CommitInterval() time.Duration { return w.pace.interval() }
 
 // validateAuto checks and defaults the adaptive-interval settings of cfg.
 func validateAuto(cfg *Config) error {

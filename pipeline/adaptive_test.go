@@ -14,11 +14,11 @@ func TestAdaptiveIntervalIsTheShortestWithinBudget(t *testing.T) {
 	for range 50 {
 		a.observe(3 * time.Millisecond)
 	}
-	// c/(T+c) = 3% at T = 3ms * 0.97/0.03 = 97ms.
-	if got, want := a.interval(), 97*time.Millisecond; got < want-time.Millisecond || got > want+time.Millisecond {
+	// Commits start every T and take c: c/T = 3% at T = 3ms / 0.03 = 100ms.
+	if got, want := a.interval(), 100*time.Millisecond; got < want-time.Millisecond || got > want+time.Millisecond {
 		t.Fatalf("with 3ms commits and a 3%% budget the interval is %s, want %s", got, want)
 	}
-	overhead := 3.0 / (float64(a.interval().Milliseconds()) + 3)
+	overhead := 3.0 / float64(a.interval().Milliseconds())
 	if overhead > 0.031 || overhead < 0.029 {
 		t.Fatalf("the chosen interval gives an overhead of %.2f%%, want 3%%", overhead*100)
 	}
@@ -62,5 +62,27 @@ func TestAutoIntervalConfigErrors(t *testing.T) {
 		if _, err := New(cfg, TransformFunc(nil)); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: New returned %v, want an ErrConfig", name, err)
 		}
+	}
+}
+
+// Commits start an interval after the previous commit started, so that
+// read_committed consumers see one every interval; a transaction never
+// stays open longer than the interval.
+func TestPacerCountsFromTheStartOfTheLastCommit(t *testing.T) {
+	p := newPacer(Config{CommitInterval: 100 * time.Millisecond})
+	began := time.Now()
+	if d := p.deadline(began); d != began.Add(100*time.Millisecond) {
+		t.Fatalf("first transaction: deadline %s after it began, want 100ms", d.Sub(began))
+	}
+	p.committing()
+	start := p.lastStart
+	began = start.Add(6 * time.Millisecond) // the commit took 6ms
+	if d := p.deadline(began); d != start.Add(100*time.Millisecond) {
+		t.Fatalf("deadline %s after the previous commit started, want 100ms", d.Sub(start))
+	}
+	// After a quiet spell the first records commit at once.
+	p.lastStart = time.Now().Add(-time.Second)
+	if !p.due(time.Now()) {
+		t.Fatal("after a second without commits, a new transaction is not due at once")
 	}
 }

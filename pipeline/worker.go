@@ -45,7 +45,9 @@ type Config struct {
 	// Topology names the topology in dead letters' headers.
 	Topology string
 
-	// CommitInterval bounds how long a transaction stays open; 0 means
+	// CommitInterval is how often the worker commits: a commit starts an
+	// interval after the previous one started (Kafka Streams'
+	// commit.interval.ms), so no transaction stays open longer. 0 means
 	// 100ms, Kafka Streams' default under exactly-once.
 	CommitInterval time.Duration
 	// MaxTxnRecords ends a transaction early once it has consumed this many
@@ -117,7 +119,7 @@ type Worker struct {
 	dlqReady          bool  // the dead-letter topic exists
 	outParts          int32 // partitions of new output topics
 
-	auto         *adaptiveInterval // nil: the fixed CommitInterval
+	pace         *pacer // when transactions end
 	lastCommit   time.Time
 	failingSince time.Time
 	backoff      time.Duration
@@ -204,7 +206,7 @@ func New(cfg Config, t Transform) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, id: id, t: t, log: log, auto: newAdaptiveInterval(cfg), lay: lay, state: newStateSet(lay)}
+	w := &Worker{cfg: cfg, id: id, t: t, log: log, pace: newPacer(cfg), lay: lay, state: newStateSet(lay)}
 	w.col.output = cfg.Output
 	w.col.outputs = lay.outputs
 	return w, nil
@@ -413,7 +415,7 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 		}
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if sess.InTxn() {
-			pollCtx, cancel = context.WithDeadline(ctx, sess.Began().Add(w.commitInterval()))
+			pollCtx, cancel = context.WithDeadline(ctx, w.pace.deadline(sess.Began()))
 		}
 		limit := 10000
 		if m := w.cfg.MaxTxnRecords; m > 0 {
@@ -435,7 +437,7 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 		if err := w.process(ctx, sess, fs, &consumed); err != nil {
 			return err
 		}
-		if sess.InTxn() && (time.Since(sess.Began()) >= w.commitInterval() || w.cfg.MaxTxnRecords > 0 && consumed >= w.cfg.MaxTxnRecords) {
+		if sess.InTxn() && (w.pace.due(sess.Began()) || w.cfg.MaxTxnRecords > 0 && consumed >= w.cfg.MaxTxnRecords) {
 			if err := w.end(ctx, sess, consumed); err != nil {
 				return err
 			}
@@ -477,6 +479,7 @@ func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches,
 
 // end commits (or, under AbortFraction, aborts) the open transaction.
 func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error {
+	w.pace.committing()
 	commit := w.cfg.AbortFraction == 0 || rand.Float64() >= w.cfg.AbortFraction
 	// The context is not the worker's: canceling an EndTxn in flight would
 	// leave its outcome unknown, and shutdown wants this commit to land.
@@ -504,7 +507,7 @@ func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error
 			w.state.aborted()
 		}
 	}
-	w.auto.observe(res.CommitDuration)
+	w.pace.committed(res.CommitDuration)
 	pid, epoch := sess.Producer()
 	ev := Event{ProducerID: pid, Epoch: epoch, Records: res.Records, Consumed: consumed, Duration: res.Duration, CommitDuration: res.CommitDuration}
 	if res.Committed {

@@ -131,7 +131,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 	f.StringVar(&cfg.Output, "output", "", "output topic (required; created if missing)")
 	f.Int32Var(&cfg.OutputPartitions, "output-partitions", 0, "partitions of the output topic if it is created (default: as the first input)")
 	autoIntervalFlags(f, &cfg.CommitInterval, &cfg.AutoInterval, &cfg.OverheadBudget, &cfg.MaxCommitInterval,
-		"longest a transaction stays open (default 100ms), or auto: the shortest that keeps commits under --eos-overhead-budget")
+		"how often to commit, counted from the start of the previous commit (default 100ms), or auto: the shortest interval that keeps commits under --eos-overhead-budget")
 	f.IntVar(&cfg.MaxTxnRecords, "max-txn-records", 0, "commit once a transaction has consumed this many records (0: no limit)")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	f.DurationVar(&cfg.TransactionTimeout, "transaction-timeout", 0, "transaction.timeout.ms: the coordinator aborts a transaction open longer (default 60s)")
