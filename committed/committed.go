@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/eosctl/eos/inspect"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -112,4 +113,58 @@ func Flatten(byPartition map[int32][]*kgo.Record) []*kgo.Record {
 		out = append(out, byPartition[p]...)
 	}
 	return out
+}
+
+// CaughtUp reports whether group has consumed everything committed in
+// topics: for every partition, its committed offset is at the last stable
+// offset, or everything between the two is transaction markers or aborted
+// records (franz-go commits the offset after the last record it polled,
+// never past the markers behind it, so a group caught up on a transactional
+// topic, such as a repartition topic, can stay a marker or two short).
+func CaughtUp(ctx context.Context, opts []kgo.Opt, group string, topics ...string) (bool, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return false, fmt.Errorf("committed: creating client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	lso, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err == nil {
+		err = lso.Error()
+	}
+	if err != nil {
+		return false, fmt.Errorf("committed: listing last stable offsets of %v: %w", topics, err)
+	}
+	offs, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+	if err != nil {
+		return false, fmt.Errorf("committed: fetching offsets of group %q: %w", group, err)
+	}
+	behind := map[string]map[int32]inspect.Range{}
+	lso.Each(func(o kadm.ListedOffset) {
+		at := int64(0)
+		if r, ok := offs.Lookup(o.Topic, o.Partition); ok && r.Err == nil && r.At >= 0 {
+			at = r.At
+		}
+		if at < o.Offset {
+			if behind[o.Topic] == nil {
+				behind[o.Topic] = map[int32]inspect.Range{}
+			}
+			behind[o.Topic][o.Partition] = inspect.Range{From: at, To: o.Offset}
+		}
+	})
+	if len(behind) == 0 {
+		return true, nil
+	}
+	readable, err := inspect.Readable(ctx, opts, behind)
+	if err != nil {
+		return false, err
+	}
+	for t, ps := range behind {
+		for p := range ps {
+			if r, ok := readable[t][p]; !ok || r {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }

@@ -156,6 +156,30 @@ func (e *env) worker(app string, i int, in, out string, extra ...string) *superv
 	return p
 }
 
+// topologyWorker starts `eosctl run TOPOLOGY` for instance i of app, with
+// the same settings as worker.
+func (e *env) topologyWorker(topology, app string, i int, in, out string, extra ...string) *supervise.Proc {
+	e.t.Helper()
+	name := app + "-" + strconv.Itoa(i)
+	args := append([]string{"run", topology, "--brokers", e.b.Addrs()[0], "--app", app, "--instance", strconv.Itoa(i),
+		"--input", in, "--output", out, "--session-timeout", "3s", "--events", "-", "--log-level", "info", "--metrics-addr", ""}, extra...)
+	p, err := supervise.Start(e.ctx, supervise.Config{
+		Name: name, Bin: eosctl, Args: args, Stderr: lockedWriter{e, name},
+		OnEvent: func(_ string, ev pipeline.Event) {
+			e.mu.Lock()
+			e.events = append(e.events, ev)
+			e.mu.Unlock()
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.procs = append(e.procs, p)
+	e.mu.Unlock()
+	return p
+}
+
 // count returns how many events of kind all workers have written.
 func (e *env) count(kind pipeline.EventKind) int {
 	e.mu.Lock()

@@ -23,13 +23,14 @@ const IdempotencyKeyHeader = "eos-idempotency-key"
 // until Process returns, so that a record that ends up dead-lettered (or
 // failing) leaves no output behind.
 type collector struct {
-	sess    *txn.Session
-	output  string
-	outputs map[string]string // named outputs
-	in      *Record
-	index   int
-	pending []*kgo.Record
-	err     error // an Emit to an unknown output name
+	sess        *txn.Session
+	output      string
+	outputs     map[string]string // named outputs
+	repartition string            // the repartition topic, if any
+	in          *Record
+	index       int
+	pending     []*kgo.Record
+	err         error // an Emit to an unknown output name
 }
 
 func (c *collector) reset(sess *txn.Session, in *Record) {
@@ -58,12 +59,13 @@ func (c *collector) Emit(o Output) {
 	if ts.IsZero() {
 		ts = c.in.Timestamp
 	}
-	r := &kgo.Record{
-		Topic:     topic,
-		Key:       o.Key,
-		Value:     o.Value,
-		Timestamp: ts,
-		Headers:   c.headers(o.Headers),
+	r := &kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Timestamp: ts}
+	if topic == c.repartition && c.repartition != "" {
+		// Internal: read back by this app with read_committed only, so
+		// no idempotency key, but the source for dead letters.
+		r.Headers = append(withoutInternal(o.Headers, len(o.Headers)+1), kgo.RecordHeader{Key: SourceHeader, Value: c.source()})
+	} else {
+		r.Headers = c.headers(o.Headers)
 	}
 	c.index++
 	c.pending = append(c.pending, r)
@@ -77,17 +79,44 @@ func (c *collector) send() int {
 	return len(c.pending)
 }
 
+// SourceHeader is carried by records on a repartition topic: the
+// "<topic>/<partition>/<offset>" of the input record they came from, so that a
+// dead letter raised after the repartition still names the original record.
+const SourceHeader = "eos-source"
+
+// source returns the input record's source: its own SourceHeader if it came
+// through a repartition topic already, else its coordinates.
+func (c *collector) source() []byte {
+	for _, h := range c.in.Headers {
+		if h.Key == SourceHeader {
+			return h.Value
+		}
+	}
+	b := make([]byte, 0, len(c.in.Topic)+24)
+	b = append(b, c.in.Topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(c.in.Partition), 10)
+	b = append(b, '/')
+	return strconv.AppendInt(b, c.in.Offset, 10)
+}
+
 // headers copies hs (which may alias the input record) without any earlier
 // idempotency key, as when the input is another eos app's output, and adds
 // this record's key.
 func (c *collector) headers(hs []kgo.RecordHeader) []kgo.RecordHeader {
-	out := make([]kgo.RecordHeader, 0, len(hs)+1)
+	return append(withoutInternal(hs, len(hs)+1), kgo.RecordHeader{Key: IdempotencyKeyHeader, Value: idempotencyKey(c.in, c.index)})
+}
+
+// withoutInternal copies hs without the headers the worker manages, into a
+// slice with room for n.
+func withoutInternal(hs []kgo.RecordHeader, n int) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, n)
 	for _, h := range hs {
-		if h.Key != IdempotencyKeyHeader {
+		if h.Key != IdempotencyKeyHeader && h.Key != SourceHeader {
 			out = append(out, h)
 		}
 	}
-	return append(out, kgo.RecordHeader{Key: IdempotencyKeyHeader, Value: idempotencyKey(c.in, c.index)})
+	return out
 }
 
 // idempotencyKey is "<topic>/<partition>/<offset>/<index>" of in.

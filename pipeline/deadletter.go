@@ -28,6 +28,10 @@ type DeadLetterError struct {
 	// "expression-error", "late-record".
 	Reason string
 	Err    error
+	// Value, if not nil, is written as the dead letter's value instead of
+	// the record's: a Transform reading its own internal encoding (from a
+	// repartition topic, say) gives back the original value here.
+	Value []byte
 }
 
 func (e *DeadLetterError) Error() string { return e.Reason + ": " + e.Err.Error() }
@@ -47,23 +51,35 @@ func DeadLetter(reason string, err error) error {
 }
 
 // deadLetterRecord builds the dead letter for in.
-func deadLetterRecord(topic, topology string, in *Record, dl *DeadLetterError) *kgo.Record {
+func deadLetterRecord(dlq, topology string, in *Record, dl *DeadLetterError) *kgo.Record {
 	hs := make([]kgo.RecordHeader, 0, len(in.Headers)+7)
+	src, partition, offset := in.Topic, strconv.AppendInt(nil, int64(in.Partition), 10), strconv.AppendInt(nil, in.Offset, 10)
 	for _, h := range in.Headers {
-		// A record that is itself a dead letter fed back keeps only
-		// the newest verdict.
-		if h.Key != IdempotencyKeyHeader && !strings.HasPrefix(h.Key, "eos-dlq-") {
+		switch {
+		case h.Key == SourceHeader:
+			// Raised after a repartition: name the original record.
+			if parts := strings.Split(string(h.Value), "/"); len(parts) >= 3 {
+				n := len(parts)
+				src, partition, offset = strings.Join(parts[:n-2], "/"), []byte(parts[n-2]), []byte(parts[n-1])
+			}
+		case h.Key == IdempotencyKeyHeader || strings.HasPrefix(h.Key, "eos-dlq-"):
+			// A dead letter fed back keeps only the newest verdict.
+		default:
 			hs = append(hs, h)
 		}
 	}
 	hs = append(hs,
 		kgo.RecordHeader{Key: DeadLetterReasonHeader, Value: []byte(dl.Reason)},
 		kgo.RecordHeader{Key: DeadLetterErrorHeader, Value: []byte(dl.Err.Error())},
-		kgo.RecordHeader{Key: DeadLetterTopicHeader, Value: []byte(in.Topic)},
-		kgo.RecordHeader{Key: DeadLetterPartitionHeader, Value: strconv.AppendInt(nil, int64(in.Partition), 10)},
-		kgo.RecordHeader{Key: DeadLetterOffsetHeader, Value: strconv.AppendInt(nil, in.Offset, 10)},
+		kgo.RecordHeader{Key: DeadLetterTopicHeader, Value: []byte(src)},
+		kgo.RecordHeader{Key: DeadLetterPartitionHeader, Value: partition},
+		kgo.RecordHeader{Key: DeadLetterOffsetHeader, Value: offset},
 		kgo.RecordHeader{Key: DeadLetterTopologyHeader, Value: []byte(topology)},
 		kgo.RecordHeader{Key: IdempotencyKeyHeader, Value: idempotencyKey(in, 0)},
 	)
-	return &kgo.Record{Topic: topic, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp, Headers: hs}
+	value := in.Value
+	if dl.Value != nil {
+		value = dl.Value
+	}
+	return &kgo.Record{Topic: dlq, Key: in.Key, Value: value, Timestamp: in.Timestamp, Headers: hs}
 }

@@ -209,6 +209,7 @@ func New(cfg Config, t Transform) (*Worker, error) {
 	w := &Worker{cfg: cfg, id: id, t: t, log: log, pace: newPacer(cfg), lay: lay, state: newStateSet(lay)}
 	w.col.output = cfg.Output
 	w.col.outputs = lay.outputs
+	w.col.repartition = lay.repartition
 	return w, nil
 }
 

@@ -64,9 +64,40 @@ func Names() []string {
 func init() {
 	register(Topology{
 		Name:        "passthrough",
-		Description: "copies every record unchanged (key, value, headers, timestamp) to the output topic",
-		New:         func(Options) (pipeline.Transform, error) { return Passthrough{}, nil },
+		Description: "copies every record unchanged (key, value, headers, timestamp)",
+		New:         noConfig("passthrough", func() pipeline.Transform { return Passthrough{} }),
 	})
+	register(Topology{
+		Name:        "etl",
+		Description: "filters, reshapes, re-keys and routes JSON records as a YAML file says",
+		ConfigKeys:  etlKeys[1:],
+		New: func(o Options) (pipeline.Transform, error) {
+			return NewETL(o.Config)
+		},
+	})
+	register(Topology{
+		Name:        "aggregate",
+		Description: "count/sum/min/max/avg of JSON records per group and event-time window, exactly-once state",
+		ConfigKeys:  aggregateKeys[1:],
+		New: func(o Options) (pipeline.Transform, error) {
+			return NewAggregate(o.Config)
+		},
+	})
+	register(Topology{
+		Name:        "wordcount",
+		Description: "counts the words in record values with exactly-once state",
+		New:         noConfig("wordcount", func() pipeline.Transform { return WordCount{} }),
+	})
+}
+
+// noConfig builds a topology that takes no configuration file.
+func noConfig(name string, mk func() pipeline.Transform) func(Options) (pipeline.Transform, error) {
+	return func(o Options) (pipeline.Transform, error) {
+		if o.Config != "" {
+			return nil, fmt.Errorf("%w: the %s topology takes no --config", ErrConfig, name)
+		}
+		return mk(), nil
+	}
 }
 
 // Passthrough copies each record to the output unchanged.

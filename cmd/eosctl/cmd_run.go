@@ -46,6 +46,17 @@ EndTxn) under --eos-overhead-budget of wall time (default 3%), at most
 the transaction holds, so on a fast network auto commits often and on a slow
 one it waits longer; "eosctl bench --intervals auto" shows where it settles.
 
+Records a topology cannot handle (malformed JSON, a missing field, an
+expression that fails, a record later than its window's grace period) go to
+the dead-letter topic --dlq (default APP-dlq) in the same transaction, with
+headers naming the reason, the error, the source topic, partition and offset
+and the topology; the worker goes on. Stateful topologies (aggregate,
+wordcount) keep their state in memory, write every change to the compacted
+topic APP-STORE-changelog in the same transaction, and restore it from there
+(read_committed) whenever partitions are assigned, before processing them.
+Config errors stop the worker at start with FILE:LINE: KEY: REASON (exit 2);
+"eosctl topology check" finds them without running.
+
 SIGINT or SIGTERM commits the open transaction and exits 0.
 
 Metrics: --metrics-addr (default 127.0.0.1:9464, "" disables) serves
@@ -58,6 +69,9 @@ port fails start-up.
 
 Topologies: ` + strings.Join(topologies.Names(), ", "),
 		Example: `  eosctl run passthrough --app copy --instance 0 --input in --output out
+  eosctl run etl --config topologies/examples/etl-big-orders.yaml --app orders-etl --instance 0 --input orders --output orders-clean
+  eosctl run aggregate --config topologies/examples/aggregate-user-minute.yaml --app spend --instance 0 --input orders --output spend --dlq spend-late
+  eosctl run wordcount --app words --instance 0 --input lines --output word-counts
   eosctl run passthrough --app copy --instance $(hostname) --input a,b --output out --commit-interval 1s
   eosctl run passthrough --app copy --instance 0 --input in --output out --commit-interval auto --eos-overhead-budget 2%
   eosctl run passthrough --app copy --instance 1 --input in --output out --metrics-addr 127.0.0.1:9474`,
@@ -107,6 +121,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 			if err != nil {
 				return usage(fmt.Errorf("topology %s: %w", t.Name, err))
 			}
+			cfg.Topology = t.Name
 			w, err := pipeline.New(cfg, transform)
 			if err != nil {
 				return err
@@ -138,7 +153,8 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 	f.StringVar(&events, "events", "", `write lifecycle events (started, committed, aborted, reinit, fenced, stopped) as JSON lines to this file, or "-" for stdout`)
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", 0, "how long to wait for a broker's answer to a request without its own timeout, e.g. EndTxn (default 10s)")
 	f.StringVar(&cfg.GroupProtocol, "group-protocol", "classic", "consumer group protocol: classic, or consumer (KIP-848, Kafka 4.0+)")
-	f.StringVar(&topo.Config, "config", "", "configuration file, for topologies that take one")
+	f.StringVar(&topo.Config, "config", "", "configuration file, for topologies that take one (etl, aggregate; see eosctl topology list)")
+	f.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic for records the topology cannot handle (default APP-dlq)")
 	mopts.flags(f)
 	f.Float64Var(&cfg.AbortFraction, "test-abort-fraction", 0, "abort this fraction of transactions on purpose (testing only)")
 	_ = f.MarkHidden("test-abort-fraction")

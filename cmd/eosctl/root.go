@@ -84,6 +84,8 @@ instance with the same transactional.id; 4 authorization failure.`,
 		newLagCmd(g),
 		newMonitorCmd(g),
 		newBenchCmd(g),
+		newTopologyCmd(g),
+		newConsumeCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,535 @@
+package topologies
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eosctl/eos/pipeline"
+)
+
+// aggregateKeys are the keys of an aggregate configuration.
+var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregations", "emit", "repartition", "store"}
+
+// Aggregate is the windowed aggregation topology: it groups JSON records by
+// a key expression into tumbling or hopping windows of event time, keeps
+// count, sum, min, max and avg per window in a keyed store, and emits each
+// window's result when the window closes (and, with emit: updates, after
+// every change).
+//
+//	group_by: user
+//	time: ts                 # Unix ms, RFC 3339 text, or omit for the record timestamp
+//	window:
+//	  size: 1m
+//	  advance: 20s           # hopping windows; omit for tumbling
+//	  grace: 10s             # how late a record may be
+//	aggregations:
+//	  orders: count()
+//	  total: sum(amount)
+//	  biggest: max(amount)
+//	emit: final              # or updates
+//	repartition: true        # re-key by group_by first (default)
+//
+// Event time and closing. Each state partition has a stream time, the
+// largest event time it has seen; a window [start, end) closes when stream
+// time reaches end + grace, and its final result is emitted then, by the
+// record that moved stream time. A record whose every window has closed is
+// dead-lettered as "late-record". Stream time only moves with records: the
+// last windows of a finite input close when a later record arrives, so end
+// an input with a record whose time is past them (a heartbeat) if their
+// results matter. Stream time, the open windows and their accumulators are
+// state: changelogged, restored, and consistent with the committed offsets,
+// so a crash neither loses a window nor counts a record twice.
+//
+// Repartitioning. State lives per partition, so a group must be in one
+// partition. With repartition: true (the default) the topology first writes
+// every record, keyed by its group, to the internal topic
+// <app>-<store>-repartition and aggregates what it reads back from there, as
+// Kafka Streams does; with repartition: false it aggregates its input
+// directly, which is right only if the input is already keyed by the group
+// (partitioned by kgo's or Kafka's default partitioner).
+type Aggregate struct {
+	groupBy     *expression
+	time        *expression
+	size        int64 // ms
+	advance     int64 // ms; == size for tumbling windows
+	grace       int64 // ms
+	aggs        []aggregation
+	updates     bool
+	repartition bool
+	store       string
+	env         *env
+}
+
+type aggregation struct {
+	name string
+	op   string // count, sum, min, max, avg
+	e    *expression
+}
+
+var aggSpec = regexp.MustCompile(`^\s*(count|sum|min|max|avg)\s*\((.*)\)\s*$`)
+
+// NewAggregate reads the aggregate configuration at path.
+func NewAggregate(path string) (*Aggregate, error) {
+	d, err := readDoc(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseAggregate(d)
+}
+
+func parseAggregate(d *doc) (*Aggregate, error) {
+	fs, err := d.fields(d.root, "", aggregateKeys)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.topologyKey(fs, "aggregate"); err != nil {
+		return nil, err
+	}
+	t := &Aggregate{repartition: true, store: "windows"}
+	for _, f := range fs {
+		switch f.name {
+		case "group_by":
+			t.groupBy, err = d.expression(f, anyValue)
+		case "time":
+			t.time, err = d.expression(f, anyValue)
+		case "window":
+			err = t.parseWindow(d, f)
+		case "aggregations":
+			err = t.parseAggs(d, f)
+		case "emit":
+			var s string
+			if s, err = d.str(f); err == nil {
+				switch s {
+				case "final", "updates":
+					t.updates = s == "updates"
+				default:
+					err = d.errAt(f.value, f.key, "want final (each window's result once, when it closes) or updates (after every change, then the final one), got %q", s)
+				}
+			}
+		case "repartition":
+			t.repartition, err = d.boolean(f)
+		case "store":
+			t.store, err = d.str(f)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, req := range []struct {
+		ok   bool
+		key  string
+		what string
+	}{
+		{t.groupBy != nil, "group_by", "an expression giving each record's group, such as user"},
+		{t.size > 0, "window", "window: {size: 1m}"},
+		{len(t.aggs) > 0, "aggregations", "at least one, such as {orders: count(), total: sum(amount)}"},
+	} {
+		if !req.ok {
+			return nil, d.errAt(d.root, req.key, "missing: want %s", req.what)
+		}
+	}
+	exprs := []*expression{t.groupBy, t.time}
+	for _, a := range t.aggs {
+		exprs = append(exprs, a.e)
+	}
+	t.env = newEnv(exprs...)
+	return t, nil
+}
+
+func (t *Aggregate) parseWindow(d *doc, f field) error {
+	fs, err := d.fields(f.value, f.key, []string{"size", "advance", "grace"})
+	if err != nil {
+		return err
+	}
+	var size, advance, grace time.Duration
+	for _, x := range fs {
+		var v time.Duration
+		if v, err = d.duration(x, x.name == "grace"); err != nil {
+			return err
+		}
+		if v%time.Millisecond != 0 {
+			return d.errAt(x.value, x.key, "want whole milliseconds, got %s", v)
+		}
+		switch x.name {
+		case "size":
+			size = v
+		case "advance":
+			advance = v
+		case "grace":
+			grace = v
+		}
+	}
+	if size == 0 {
+		return d.errAt(f.value, f.key+".size", "missing: want the window length, such as 1m")
+	}
+	if advance == 0 {
+		advance = size
+	}
+	if advance > size {
+		return d.errAt(f.value, f.key+".advance", "advance %s is longer than size %s: windows would leave gaps", advance, size)
+	}
+	if size/advance > 1000 {
+		return d.errAt(f.value, f.key+".advance", "advance %s puts every record in %d windows; at most 1000", advance, size/advance)
+	}
+	t.size, t.advance, t.grace = size.Milliseconds(), advance.Milliseconds(), grace.Milliseconds()
+	return nil
+}
+
+func (t *Aggregate) parseAggs(d *doc, f field) error {
+	fs, err := d.fields(f.value, f.key, nil)
+	if err != nil {
+		return err
+	}
+	for _, x := range fs {
+		spec, err := d.str(x)
+		if err != nil {
+			return err
+		}
+		if slices.Contains([]string{"key", "start", "end", "final"}, x.name) {
+			return d.errAt(x.line, x.key, "the name %q is taken by the result's own fields (key, start, end, final)", x.name)
+		}
+		m := aggSpec.FindStringSubmatch(spec)
+		if m == nil {
+			return d.errAt(x.value, x.key, "want count(), sum(EXPR), min(EXPR), max(EXPR) or avg(EXPR), got %q", spec)
+		}
+		a := aggregation{name: x.name, op: m[1]}
+		arg := strings.TrimSpace(m[2])
+		switch {
+		case a.op == "count" && arg != "":
+			return d.errAt(x.value, x.key, "count() takes no argument: it counts records, got count(%s)", arg)
+		case a.op != "count" && arg == "":
+			return d.errAt(x.value, x.key, "%s() needs the expression to aggregate, such as %s(amount)", a.op, a.op)
+		case a.op != "count":
+			if a.e, err = d.compile(x.value.Line, x.key, arg, anyValue); err != nil {
+				return err
+			}
+		}
+		t.aggs = append(t.aggs, a)
+	}
+	if len(t.aggs) == 0 {
+		return d.errAt(f.value, f.key, "want at least one, such as {orders: count()}")
+	}
+	return nil
+}
+
+// Declare implements pipeline.Declarer.
+func (t *Aggregate) Declare() pipeline.Declaration {
+	d := pipeline.Declaration{Stores: []string{t.store}, DeadLetters: true}
+	if t.repartition {
+		d.Repartition = t.store
+	}
+	return d
+}
+
+// Process implements pipeline.Transform.
+func (t *Aggregate) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
+	if in.Repartitioned {
+		// Stage two: what stage one computed, and the group as key.
+		ts, vals, orig, err := t.decodeStaged(in.Value)
+		if err != nil {
+			return err
+		}
+		err = t.update(in.Store(t.store), string(in.Key), ts, vals, out)
+		if dl, ok := err.(*pipeline.DeadLetterError); ok {
+			dl.Value = orig // the input record's value, not the internal one
+		}
+		return err
+	}
+	if err := t.env.load(in); err != nil {
+		return err
+	}
+	group, err := t.group(in)
+	if err != nil {
+		return err
+	}
+	ts, err := t.eventTime(in)
+	if err != nil {
+		return err
+	}
+	vals, err := t.values()
+	if err != nil {
+		return err
+	}
+	if t.repartition {
+		// Stage one: everything is evaluated here, so bad records are
+		// dead-lettered here; re-key by group, with the results.
+		out.Emit(pipeline.Output{To: t.store, Key: []byte(group), Value: t.encodeStaged(ts, vals, in.Value), Headers: in.Headers, Timestamp: in.Timestamp})
+		return nil
+	}
+	return t.update(in.Store(t.store), group, ts, vals, out)
+}
+
+// A repartition record's value is stage one's results followed by the input
+// value: version byte 1, the number of values (1 byte), the event time and
+// each value (8 bytes each, big-endian), the input value. The topic is
+// internal; only this topology reads it.
+const stagedVersion = 1
+
+func (t *Aggregate) encodeStaged(ts int64, vals []float64, orig []byte) []byte {
+	b := make([]byte, 0, 10+8*len(vals)+len(orig))
+	b = append(b, stagedVersion, byte(len(vals)))
+	b = binary.BigEndian.AppendUint64(b, uint64(ts))
+	for _, v := range vals {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return append(b, orig...)
+}
+
+func (t *Aggregate) decodeStaged(b []byte) (int64, []float64, []byte, error) {
+	n := len(t.aggs)
+	if len(b) < 10+8*n || b[0] != stagedVersion || int(b[1]) != n {
+		return 0, nil, nil, pipeline.DeadLetter("repartition-format", fmt.Errorf("the repartition record was written by a different configuration (%d aggregations, this one has %d): a changed configuration needs a new --app", b[min(1, len(b)-1)], n))
+	}
+	ts := int64(binary.BigEndian.Uint64(b[2:]))
+	vals := make([]float64, n)
+	for i := range vals {
+		vals[i] = math.Float64frombits(binary.BigEndian.Uint64(b[10+8*i:]))
+	}
+	return ts, vals, b[10+8*n:], nil
+}
+
+func (t *Aggregate) group(in *pipeline.Record) (string, error) {
+	v, err := t.groupBy.eval(t.env.m)
+	if err != nil {
+		return "", err
+	}
+	k, err := keyBytes(v)
+	if err != nil || k == nil {
+		return "", pipeline.DeadLetter("expression-error", fmt.Errorf("%s: group_by gave %v, want a string or number", t.groupBy.where, v))
+	}
+	return string(k), nil
+}
+
+// eventTime returns the record's event time in Unix milliseconds.
+func (t *Aggregate) eventTime(in *pipeline.Record) (int64, error) {
+	if t.time == nil {
+		return in.Timestamp.UnixMilli(), nil
+	}
+	v, err := t.time.eval(t.env.m)
+	if err != nil {
+		return 0, err
+	}
+	switch x := v.(type) {
+	case int:
+		return int64(x), nil
+	case float64:
+		return int64(x), nil
+	case time.Time:
+		return x.UnixMilli(), nil
+	case string:
+		if ts, err := time.Parse(time.RFC3339Nano, x); err == nil {
+			return ts.UnixMilli(), nil
+		}
+	}
+	return 0, pipeline.DeadLetter("expression-error", fmt.Errorf("%s: time gave %v (%T), want Unix milliseconds or RFC 3339 text", t.time.where, v, v))
+}
+
+// values evaluates every aggregation's expression (count has none).
+func (t *Aggregate) values() ([]float64, error) {
+	vals := make([]float64, len(t.aggs))
+	for i, a := range t.aggs {
+		if a.e == nil {
+			continue
+		}
+		v, err := a.e.eval(t.env.m)
+		if err != nil {
+			return nil, err
+		}
+		switch x := v.(type) {
+		case int:
+			vals[i] = float64(x)
+		case float64:
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, pipeline.DeadLetter("expression-error", fmt.Errorf("%s: %s(%s) gave %v, want a finite number", a.e.where, a.op, a.e.src, x))
+			}
+			vals[i] = x
+		default:
+			return nil, pipeline.DeadLetter("expression-error", fmt.Errorf("%s: %s(%s) gave %v (%T), want a number", a.e.where, a.op, a.e.src, v, v))
+		}
+	}
+	return vals, nil
+}
+
+// Keys of the store: windows are "<start, 8 bytes big-endian><group>";
+// the partition's stream time and the earliest close of its open windows
+// live under keys shorter than 8 bytes, which no window key can be.
+const (
+	streamTimeKey = "\x00st"
+	nextCloseKey  = "\x00nc"
+)
+
+func windowKey(start int64, group string) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(start))
+	return string(b[:]) + group
+}
+
+func getInt(st *pipeline.Store, key string, def int64) int64 {
+	v, ok := st.Get(key)
+	if !ok || len(v) != 8 {
+		return def
+	}
+	return int64(binary.BigEndian.Uint64(v))
+}
+
+func putInt(st *pipeline.Store, key string, v int64) {
+	st.Put(key, binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(v)))
+}
+
+// update folds one record into its windows, then closes the windows that
+// stream time has passed.
+func (t *Aggregate) update(st *pipeline.Store, group string, ts int64, vals []float64, out pipeline.Emitter) error {
+	streamTime := getInt(st, streamTimeKey, math.MinInt64)
+	nextClose := getInt(st, nextCloseKey, math.MaxInt64)
+	// The windows [s, s+size) containing ts, s a multiple of advance.
+	first := floorDiv(ts-t.size, t.advance)*t.advance + t.advance
+	updated := 0
+	for start := first; start <= ts; start += t.advance {
+		end := start + t.size
+		if streamTime != math.MinInt64 && end+t.grace <= streamTime {
+			continue // closed already
+		}
+		key := windowKey(start, group)
+		acc, ok := st.Get(key)
+		acc = t.fold(acc, ok, vals)
+		st.Put(key, acc)
+		if !ok && end+t.grace < nextClose {
+			nextClose = end + t.grace
+			putInt(st, nextCloseKey, nextClose)
+		}
+		if t.updates {
+			t.emit(out, group, start, acc, false)
+		}
+		updated++
+	}
+	if updated == 0 {
+		return pipeline.DeadLetter("late-record", fmt.Errorf("event time %s is past the grace period (%s) of every window it belongs to: the partition's stream time is %s",
+			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), time.Duration(t.grace)*time.Millisecond, time.UnixMilli(streamTime).UTC().Format(time.RFC3339Nano)))
+	}
+	if ts > streamTime {
+		streamTime = ts
+		putInt(st, streamTimeKey, streamTime)
+		if streamTime >= nextClose {
+			t.close(st, streamTime, out)
+		}
+	}
+	return nil
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// close emits and deletes every window that closed by streamTime, in order
+// of end then group, and records the next close.
+func (t *Aggregate) close(st *pipeline.Store, streamTime int64, out pipeline.Emitter) {
+	type closed struct {
+		start int64
+		group string
+		key   string
+		acc   []byte
+	}
+	var done []closed
+	next := int64(math.MaxInt64)
+	st.Range(func(k string, v []byte) bool {
+		if len(k) < 8 {
+			return true
+		}
+		start := int64(binary.BigEndian.Uint64([]byte(k[:8])))
+		c := start + t.size + t.grace
+		if c <= streamTime {
+			done = append(done, closed{start, k[8:], k, v})
+		} else if c < next {
+			next = c
+		}
+		return true
+	})
+	slices.SortFunc(done, func(a, b closed) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), strings.Compare(a.group, b.group))
+	})
+	for _, c := range done {
+		t.emit(out, c.group, c.start, c.acc, true)
+		st.Delete(c.key)
+	}
+	if next == math.MaxInt64 {
+		st.Delete(nextCloseKey)
+	} else {
+		putInt(st, nextCloseKey, next)
+	}
+}
+
+// An accumulator is the record count, then sum, min and max per aggregation,
+// each 8 bytes.
+func (t *Aggregate) fold(acc []byte, ok bool, vals []float64) []byte {
+	n := 8 + 24*len(t.aggs)
+	next := make([]byte, n)
+	if ok && len(acc) == n {
+		copy(next, acc)
+	} else {
+		for i := range t.aggs {
+			binary.BigEndian.PutUint64(next[8+24*i+8:], math.Float64bits(math.Inf(1)))
+			binary.BigEndian.PutUint64(next[8+24*i+16:], math.Float64bits(math.Inf(-1)))
+		}
+	}
+	binary.BigEndian.PutUint64(next, binary.BigEndian.Uint64(next)+1)
+	for i, v := range vals {
+		o := 8 + 24*i
+		sum := math.Float64frombits(binary.BigEndian.Uint64(next[o:]))
+		lo := math.Float64frombits(binary.BigEndian.Uint64(next[o+8:]))
+		hi := math.Float64frombits(binary.BigEndian.Uint64(next[o+16:]))
+		binary.BigEndian.PutUint64(next[o:], math.Float64bits(sum+v))
+		binary.BigEndian.PutUint64(next[o+8:], math.Float64bits(min(lo, v)))
+		binary.BigEndian.PutUint64(next[o+16:], math.Float64bits(max(hi, v)))
+	}
+	return next
+}
+
+// emit writes a window's result:
+// {"key":..,"start":ms,"end":ms,<aggregations>...,"final":bool}.
+func (t *Aggregate) emit(out pipeline.Emitter, group string, start int64, acc []byte, final bool) {
+	b := make([]byte, 0, 64+24*len(t.aggs))
+	b = append(b, `{"key":`...)
+	b = appendJSONString(b, group)
+	b = append(b, `,"start":`...)
+	b = strconv.AppendInt(b, start, 10)
+	b = append(b, `,"end":`...)
+	b = strconv.AppendInt(b, start+t.size, 10)
+	count := int64(binary.BigEndian.Uint64(acc))
+	for i, a := range t.aggs {
+		o := 8 + 24*i
+		b = append(b, ',')
+		b = appendJSONString(b, a.name)
+		b = append(b, ':')
+		var v float64
+		switch a.op {
+		case "count":
+			b = strconv.AppendInt(b, count, 10)
+			continue
+		case "sum":
+			v = math.Float64frombits(binary.BigEndian.Uint64(acc[o:]))
+		case "avg":
+			v = math.Float64frombits(binary.BigEndian.Uint64(acc[o:])) / float64(count)
+		case "min":
+			v = math.Float64frombits(binary.BigEndian.Uint64(acc[o+8:]))
+		case "max":
+			v = math.Float64frombits(binary.BigEndian.Uint64(acc[o+16:]))
+		}
+		b = appendFloat(b, v)
+	}
+	b = append(b, `,"final":`...)
+	b = strconv.AppendBool(b, final)
+	b = append(b, '}')
+	out.Emit(pipeline.Output{Key: []byte(group), Value: b, Timestamp: time.UnixMilli(start + t.size)})
+}

@@ -1,0 +1,150 @@
+package topologies
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/committed"
+	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkTopologyThroughput compares the built-in topologies in one run:
+// each op is one round in which every mode drains its own fresh backlog of
+// 300,000 100-byte datagen records from 6 partitions with one in-process
+// worker (commit interval 100ms) against a fresh embedded broker in the same
+// process, the modes interleaved round by round. A mode's rate is the input
+// records over the time from the assignment of its partitions (after the
+// group join) until its group has caught up: the input's records per second, are consumed from its partitions' assignment (after the
+// group join) until its group has caught up: the input's records per second,
+// whatever internal topics a mode adds. It reports each mode's median and
+// its ratio to passthrough.
+//
+//	go test ./topologies -run '^$' -bench TopologyThroughput -benchtime 5x
+//	EOS_BENCH_MODES=passthrough,aggregate go test ./topologies -run '^$' -bench TopologyThroughput -benchtime 5x
+func BenchmarkTopologyThroughput(b *testing.B) {
+	const n = 300_000
+	dir := b.TempDir()
+	aggCfg := filepath.Join(dir, "agg.yaml")
+	body := "group_by: user\ntime: ts\nwindow: {size: 1s, grace: 5s}\naggregations: {orders: count(), total: sum(amount), biggest: max(amount)}\nrepartition: %v\n"
+	if err := os.WriteFile(aggCfg, fmt.Appendf(nil, body, true), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	aggLocal := filepath.Join(dir, "agg-local.yaml")
+	if err := os.WriteFile(aggLocal, fmt.Appendf(nil, body, false), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	type mode struct {
+		name, topo, cfg, repart string
+	}
+	modes := []mode{
+		{"passthrough", "passthrough", "", ""},
+		{"etl", "etl", "examples/etl-big-orders.yaml", ""},
+		{"aggregate", "aggregate", aggCfg, "windows"},
+		{"aggregate-no-repartition", "aggregate", aggLocal, ""},
+		{"wordcount", "wordcount", "", "counts"},
+	}
+	if only := os.Getenv("EOS_BENCH_MODES"); only != "" { // e.g. passthrough,aggregate
+		modes = slices.DeleteFunc(modes, func(m mode) bool { return !slices.Contains(strings.Split(only, ","), m.name) })
+	}
+	ctx := context.Background()
+	rates := map[string][]float64{}
+	var seq atomic.Int64
+	b.ResetTimer()
+	for range b.N {
+		for _, m := range modes {
+			// A fresh broker each time: its in-memory log would otherwise
+			// grow the heap, and the GC's work, for the modes that run later.
+			br, err := broker.Start(broker.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			opts := []kgo.Opt{kgo.SeedBrokers(br.Addrs()...)}
+			cl, err := admin.Connect(ctx, 10*time.Second, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			id := fmt.Sprintf("b%d", seq.Add(1))
+			if _, err := datagen.Produce(ctx, cl, datagen.Config{Topic: id + "-in", Count: n, Size: 100, Partitions: 6}); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			top, err := Lookup(m.topo)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tr, err := top.New(Options{Config: m.cfg})
+			if err != nil {
+				b.Fatal(err)
+			}
+			topics := []string{id + "-in"}
+			if m.repart != "" {
+				topics = append(topics, id+"-"+m.repart+"-repartition")
+			}
+			rates[m.name] = append(rates[m.name], drain(b, ctx, cl, opts, id, m.topo, n, tr, topics))
+			cl.Close()
+			br.Close()
+		}
+	}
+	b.StopTimer()
+	base := median(rates["passthrough"])
+	for _, m := range modes {
+		r := median(rates[m.name])
+		b.ReportMetric(r, m.name+"-rec/s")
+		if m.name != "passthrough" {
+			b.ReportMetric(r/base, m.name+"/passthrough")
+		}
+		b.Logf("%-26s median %8.0f records/s (%.2f of passthrough) over %v", m.name, r, r/base, rates[m.name])
+	}
+}
+
+// drain runs one worker until its group has consumed every record of
+// topics and returns the input's records per second from the assignment on.
+func drain(b *testing.B, ctx context.Context, cl *kgo.Client, opts []kgo.Opt, app, topology string, n int, tr pipeline.Transform, topics []string) float64 {
+	var assignedAt atomic.Int64
+	w, err := pipeline.New(pipeline.Config{App: app, Instance: "0", Inputs: topics[:1], Output: app + "-out", Topology: topology,
+		SessionTimeout: 6 * time.Second, ClientOpts: opts,
+		OnEvent: func(ev pipeline.Event) {
+			if ev.Kind == pipeline.EventAssigned && assignedAt.Load() == 0 {
+				assignedAt.Store(time.Now().UnixNano())
+			}
+		}}, tr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	for {
+		time.Sleep(10 * time.Millisecond)
+		if ok, err := committed.CaughtUp(ctx, opts, app, topics...); err == nil && ok && w.Stats().Committed.Load() > 0 {
+			break
+		}
+	}
+	end := time.Now()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return float64(n) / end.Sub(time.Unix(0, assignedAt.Load())).Seconds()
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}

@@ -1,0 +1,308 @@
+package topologies
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/eosctl/eos/fencing"
+	"github.com/eosctl/eos/pipeline"
+	"go.yaml.in/yaml/v3"
+)
+
+// etlKeys are the keys of an etl configuration, in the order they apply.
+var etlKeys = []string{"topology", "filter", "map", "project", "drop", "key", "route", "outputs"}
+
+// ETL is the declarative etl topology: per JSON record, filter, reshape,
+// re-key and route, as configured by a YAML file. It keeps no state.
+//
+//	filter: amount >= 10            # keep only records for which this is true
+//	map:                            # add or replace fields (the others stay, in order)
+//	  cents: int(amount * 10)
+//	project:                        # or: output exactly these fields, in this order
+//	  user: user
+//	drop: [pad]                     # remove fields
+//	key: user                       # the output record's key
+//	route: 'amount > 90 ? "big" : ""'   # a name under outputs, or "" for --output
+//	outputs:
+//	  big: orders-big
+//
+// Every expression sees the input record (see the package's expression
+// rules). A record whose value is not a JSON object, that lacks a field an
+// expression names, or on which an expression fails, is dead-lettered.
+type ETL struct {
+	filter  *expression
+	fields  []etlField // map or project
+	project bool
+	drop    []string
+	key     *expression
+	route   *expression
+	outputs map[string]string
+	env     *env
+}
+
+type etlField struct {
+	name string
+	e    *expression
+}
+
+// NewETL reads the etl configuration at path.
+func NewETL(path string) (*ETL, error) {
+	d, err := readDoc(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseETL(d)
+}
+
+func parseETL(d *doc) (*ETL, error) {
+	fs, err := d.fields(d.root, "", etlKeys)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.topologyKey(fs, "etl"); err != nil {
+		return nil, err
+	}
+	t := &ETL{outputs: map[string]string{}}
+	var routeField *field
+	for _, f := range fs {
+		switch f.name {
+		case "filter":
+			t.filter, err = d.expression(f, boolValue)
+		case "map", "project":
+			if len(t.fields) > 0 {
+				return nil, d.errAt(f.line, f.key, "use either map (add or replace fields) or project (exactly these fields), not both")
+			}
+			t.project = f.name == "project"
+			t.fields, err = d.etlFields(f)
+		case "drop":
+			t.drop, err = d.names(f)
+		case "key":
+			t.key, err = d.expression(f, anyValue)
+		case "route":
+			t.route, err = d.expression(f, anyValue)
+			routeField = &f
+		case "outputs":
+			t.outputs, err = d.outputs(f)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if routeField != nil && len(t.outputs) == 0 {
+		return nil, d.errAt(routeField.line, "route", "route chooses among the outputs, but no outputs are declared (add outputs: {name: topic})")
+	}
+	exprs := []*expression{t.filter, t.key, t.route}
+	for _, f := range t.fields {
+		exprs = append(exprs, f.e)
+	}
+	t.env = newEnv(exprs...)
+	return t, nil
+}
+
+// etlFields reads a map or project mapping of field name -> expression.
+func (d *doc) etlFields(f field) ([]etlField, error) {
+	fs, err := d.fields(f.value, f.key, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(fs) == 0 {
+		return nil, d.errAt(f.value, f.key, "want at least one field: expression")
+	}
+	var out []etlField
+	for _, x := range fs {
+		e, err := d.expression(x, anyValue)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, etlField{x.name, e})
+	}
+	return out, nil
+}
+
+// names reads a list of field names.
+func (d *doc) names(f field) ([]string, error) {
+	if f.value.Kind != yaml.SequenceNode {
+		return nil, d.errAt(f.value, f.key, "want a list of field names, such as [pad, debug]")
+	}
+	var out []string
+	for _, n := range f.value.Content {
+		s, err := d.str(field{key: f.key, value: n})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// outputs reads a mapping of output name -> topic.
+func (d *doc) outputs(f field) (map[string]string, error) {
+	fs, err := d.fields(f.value, f.key, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, x := range fs {
+		topic, err := d.str(x)
+		if err != nil {
+			return nil, err
+		}
+		if err := fencing.ValidateName("topic", topic); err != nil {
+			return nil, d.errAt(x.value, x.key, "%v", err)
+		}
+		out[x.name] = topic
+	}
+	return out, nil
+}
+
+// Declare implements pipeline.Declarer.
+func (t *ETL) Declare() pipeline.Declaration {
+	return pipeline.Declaration{Outputs: maps.Clone(t.outputs), DeadLetters: true}
+}
+
+// Process implements pipeline.Transform.
+func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
+	if err := t.env.load(in); err != nil {
+		return err
+	}
+	if t.filter != nil {
+		keep, err := t.filter.eval(t.env.m)
+		if err != nil {
+			return err
+		}
+		if keep != true {
+			return nil
+		}
+	}
+	value := in.Value
+	if len(t.fields) > 0 || len(t.drop) > 0 {
+		var err error
+		if value, err = t.reshape(in.Value); err != nil {
+			return err
+		}
+	}
+	key := in.Key
+	if t.key != nil {
+		v, err := t.key.eval(t.env.m)
+		if err != nil {
+			return err
+		}
+		if key, err = keyBytes(v); err != nil {
+			return pipeline.DeadLetter("expression-error", fmt.Errorf("%s: %w", t.key.where, err))
+		}
+	}
+	to := ""
+	if t.route != nil {
+		v, err := t.route.eval(t.env.m)
+		if err != nil {
+			return err
+		}
+		s, ok := v.(string)
+		if !ok {
+			return pipeline.DeadLetter("expression-error", fmt.Errorf("%s: route gave %v (%T), want the name of an output or \"\"", t.route.where, v, v))
+		}
+		if _, known := t.outputs[s]; s != "" && !known {
+			return pipeline.DeadLetter("unknown-route", fmt.Errorf("%s: route gave %q, which is not one of the outputs (%v)", t.route.where, s, slices.Sorted(maps.Keys(t.outputs))))
+		}
+		to = s
+	}
+	out.Emit(pipeline.Output{To: to, Key: key, Value: value, Headers: in.Headers, Timestamp: in.Timestamp})
+	return nil
+}
+
+// reshape builds the output value from the parsed input (t.env.obj).
+func (t *ETL) reshape(orig []byte) ([]byte, error) {
+	obj := &t.env.obj
+	b := make([]byte, 0, len(orig)+32*len(t.fields))
+	b = append(b, '{')
+	n := 0
+	put := func(name string, raw []byte, v any, computed bool) error {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = appendJSONString(b, name)
+		b = append(b, ':')
+		if !computed {
+			b = append(b, raw...)
+			return nil
+		}
+		var err error
+		b, err = encodeJSON(b, v)
+		return err
+	}
+	value := func(f etlField) ([]byte, any, bool, error) {
+		if f.e.ident != "" {
+			raw, _ := obj.get(f.e.ident) // present: env.load checked
+			return raw, nil, false, nil
+		}
+		v, err := f.e.eval(t.env.m)
+		return nil, v, true, err
+	}
+	emitField := func(f etlField) error {
+		raw, v, computed, err := value(f)
+		if err != nil {
+			return err
+		}
+		if err := put(f.name, raw, v, computed); err != nil {
+			return pipeline.DeadLetter("expression-error", fmt.Errorf("%s: cannot encode %v as JSON: %w", f.e.where, v, err))
+		}
+		return nil
+	}
+	if t.project {
+		for _, f := range t.fields {
+			if slices.Contains(t.drop, f.name) {
+				continue
+			}
+			if err := emitField(f); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
+	}
+	done := make([]bool, len(t.fields))
+	for i, k := range obj.keys {
+		if slices.Contains(t.drop, k) || slices.Index(obj.keys[i+1:], k) >= 0 {
+			continue // dropped, or repeated later (the last one wins)
+		}
+		j := slices.IndexFunc(t.fields, func(f etlField) bool { return f.name == k })
+		if j < 0 {
+			_ = put(k, obj.raws[i], nil, false)
+			continue
+		}
+		done[j] = true
+		if err := emitField(t.fields[j]); err != nil {
+			return nil, err
+		}
+	}
+	for j, f := range t.fields {
+		if !done[j] && !slices.Contains(t.drop, f.name) {
+			if err := emitField(f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// keyBytes turns a key expression's result into a record key: strings as
+// they are, numbers and booleans in decimal, nil as no key, anything else as
+// JSON.
+func keyBytes(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []byte(x), nil
+	case int:
+		return strconv.AppendInt(nil, int64(x), 10), nil
+	case float64:
+		return strconv.AppendFloat(nil, x, 'f', -1, 64), nil
+	case bool:
+		return strconv.AppendBool(nil, x), nil
+	}
+	return encodeJSON(nil, v)
+}

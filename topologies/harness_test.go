@@ -1,0 +1,161 @@
+package topologies
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/committed"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// tenv is one test's embedded broker, with workers running in-process: the
+// real worker and a real Kafka-protocol broker over TCP, without the cost of
+// child processes (the e2e package runs the binary).
+type tenv struct {
+	t    *testing.T
+	b    *broker.Broker
+	opts []kgo.Opt
+	cl   *kgo.Client
+	ctx  context.Context
+}
+
+func newTEnv(t *testing.T) *tenv {
+	t.Helper()
+	b, err := broker.Start(broker.Config{MinSessionTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
+	cl, err := admin.Connect(ctx, 10*time.Second, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close(); b.Close(); cancel() })
+	return &tenv{t: t, b: b, opts: opts, cl: cl, ctx: ctx}
+}
+
+// produce writes rs to topic (created with parts partitions) in order, in
+// chunks of 250 records every 5ms so that a worker running meanwhile sees a
+// stream and makes many small transactions; on return every record has its
+// partition and offset.
+func (e *tenv) produce(topic string, parts int32, rs []*kgo.Record) {
+	e.t.Helper()
+	e.topic(topic, parts)
+	for i := 0; i < len(rs); i += 250 {
+		chunk := rs[i:min(i+250, len(rs))]
+		for _, r := range chunk {
+			r.Topic = topic
+		}
+		if err := e.cl.ProduceSync(e.ctx, chunk...).FirstErr(); err != nil {
+			e.t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// topic creates topic with parts partitions.
+func (e *tenv) topic(topic string, parts int32) {
+	e.t.Helper()
+	if _, _, err := admin.EnsureTopic(e.ctx, e.cl, topic, parts, nil); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// run runs a worker of tr for app over in, calls feed (which produces the
+// input, or nil), and waits until the group has consumed everything in in
+// and topics (any repartition topic) twice in a row; then it stops the
+// worker cleanly.
+func (e *tenv) run(app, topology string, tr pipeline.Transform, in, out string, topics []string, mod func(*pipeline.Config), feed func()) *pipeline.Worker {
+	e.t.Helper()
+	cfg := pipeline.Config{App: app, Instance: "0", Inputs: []string{in}, Output: out, Topology: topology,
+		CommitInterval: 20 * time.Millisecond, SessionTimeout: 4 * time.Second, ClientOpts: e.opts}
+	if mod != nil {
+		mod(&cfg)
+	}
+	w, err := pipeline.New(cfg, tr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	if feed != nil {
+		feed()
+	}
+	zeros := 0
+	for zeros < 2 {
+		select {
+		case err := <-done:
+			e.t.Fatalf("worker stopped early: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if ok, err := committed.CaughtUp(e.ctx, e.opts, app, append([]string{in}, topics...)...); err == nil && ok && w.Stats().Committed.Load() > 0 {
+			zeros++
+		} else {
+			zeros = 0
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		e.t.Fatal(err)
+	}
+	return w
+}
+
+func (e *tenv) read(topic string) []*kgo.Record {
+	e.t.Helper()
+	rs, err := committed.Read(e.ctx, e.opts, topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return committed.Flatten(rs)
+}
+
+func headers(r *kgo.Record) map[string]string {
+	h := map[string]string{}
+	for _, x := range r.Headers {
+		h[x.Key] = string(x.Value)
+	}
+	return h
+}
+
+// deadLetters reads the dead-letter topic and checks that every dead letter
+// names topology and is there once; it returns them by "partition/offset"
+// of their source, with their reasons.
+func (e *tenv) deadLetters(dlq, topology, source string) map[string]string {
+	e.t.Helper()
+	out := map[string]string{}
+	for _, r := range e.read(dlq) {
+		h := headers(r)
+		if h[pipeline.DeadLetterTopologyHeader] != topology || h[pipeline.DeadLetterTopicHeader] != source || h[pipeline.DeadLetterErrorHeader] == "" {
+			e.t.Fatalf("dead letter with headers %v", h)
+		}
+		at := h[pipeline.DeadLetterPartitionHeader] + "/" + h[pipeline.DeadLetterOffsetHeader]
+		if _, dup := out[at]; dup {
+			e.t.Fatalf("dead letter of %s[%s] written twice", source, at)
+		}
+		out[at] = h[pipeline.DeadLetterReasonHeader]
+	}
+	return out
+}
+
+func at(r *kgo.Record) string {
+	return strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10)
+}
+
+func decode(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("output %q is not JSON: %v", b, err)
+	}
+	return m
+}
