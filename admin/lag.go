@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,4 +52,27 @@ func EndOffsetSum(ctx context.Context, cl *kgo.Client, topics ...string) (int64,
 	var sum int64
 	hw.Each(func(o kadm.ListedOffset) { sum += o.Offset })
 	return sum, nil
+}
+
+// WaitCaughtUp polls GroupLag until it is 0 or within has passed, and
+// returns the last lag seen with an error naming it on timeout.
+func WaitCaughtUp(ctx context.Context, cl *kgo.Client, group string, within time.Duration, topics ...string) error {
+	deadline := time.Now().Add(within)
+	for {
+		lag, err := GroupLag(ctx, cl, group, topics...)
+		if err == nil && lag == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("group %s did not catch up on %v within %s: %w", group, topics, within, err)
+			}
+			return fmt.Errorf("group %s did not catch up on %v within %s: lag %d", group, topics, within, lag)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

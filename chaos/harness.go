@@ -100,10 +100,16 @@ func (h *harness) startBroker(ctx context.Context) error {
 	return nil
 }
 
-// bounceBroker SIGKILLs the broker process and starts it again on the same
-// port and data directory. It returns when the new broker answers.
-func (h *harness) bounceBroker(ctx context.Context, down time.Duration) (restarted time.Time, err error) {
-	h.bproc.Kill()
+// bounceBroker stops the broker process, with SIGKILL if hard and SIGTERM
+// (which writes its state to disk) otherwise, and starts it again on the
+// same port and data directory. It returns when the new broker answers.
+func (h *harness) bounceBroker(ctx context.Context, down time.Duration, hard bool) (restarted time.Time, err error) {
+	if hard {
+		h.bproc.Kill()
+	} else {
+		_ = h.bproc.Signal(syscall.SIGTERM)
+		h.bproc.Wait()
+	}
 	time.Sleep(down)
 	if err := h.startBroker(ctx); err != nil {
 		return time.Time{}, err
@@ -285,23 +291,13 @@ func (h *harness) count(kind pipeline.EventKind) int {
 	return n
 }
 
-// waitCaughtUp waits until group has committed everything in topics.
+// waitCaughtUp waits until group has committed everything in topics, and
+// on timeout says where each partition and each worker stands.
 func (h *harness) waitCaughtUp(ctx context.Context, group string, within time.Duration, topics ...string) error {
-	deadline := time.Now().Add(within)
-	for {
-		lag, err := admin.GroupLag(ctx, h.cl, group, topics...)
-		if err == nil && lag == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("group %s did not catch up within %s: lag %d (%v); %s; workers: %s", group, within, lag, err, h.offsets(ctx, group, topics...), h.workerStates())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := admin.WaitCaughtUp(ctx, h.cl, group, within, topics...); err != nil {
+		return fmt.Errorf("%w; %s; workers: %s", err, h.offsets(ctx, group, topics...), h.workerStates())
 	}
+	return nil
 }
 
 // stopWorkers sends SIGTERM to every worker and waits for them.

@@ -409,16 +409,8 @@ func (r *run) finish(ctx context.Context, survivor *supervise.Proc) error {
 	if err := <-r.done; err != nil {
 		return fmt.Errorf("producing input: %w", err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		lag, err := admin.GroupLag(ctx, r.cl, r.app, r.rep.Input)
-		if err == nil && lag == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the surviving worker did not catch up within a minute (lag %d, %v)", lag, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := admin.WaitCaughtUp(ctx, r.cl, r.app, time.Minute, r.rep.Input); err != nil {
+		return fmt.Errorf("the surviving worker did not catch up: %w", err)
 	}
 	_ = survivor.Signal(syscall.SIGTERM)
 	survivor.Wait()

@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eosctl/eos/internal/eosctltest"
 
 	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
@@ -26,23 +26,14 @@ import (
 var eosctl string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "eos-e2e-")
-	if err != nil {
-		panic(err)
-	}
-	eosctl = filepath.Join(dir, "eosctl")
-	build := exec.Command("go", "build", "-o", eosctl, "github.com/eosctl/eos/cmd/eosctl")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building eosctl:", err)
+	var cleanup func()
+	var err error
+	if eosctl, cleanup, err = eosctltest.Build(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// Several workers run at once here and in parallel test packages:
-	// none may take eosctl run's default metrics port. Tests that want
-	// metrics pass --metrics-addr with a free port.
-	os.Setenv("EOSCTL_METRICS_ADDR", "")
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -136,24 +127,7 @@ func (e *env) produceAsync(topic string, n int64, partitions int32, rate int) <-
 // worker starts `eosctl run passthrough` for instance i of app.
 func (e *env) worker(app string, i int, in, out string, extra ...string) *supervise.Proc {
 	e.t.Helper()
-	name := app + "-" + strconv.Itoa(i)
-	args := append([]string{"run", "passthrough", "--brokers", e.b.Addrs()[0], "--app", app, "--instance", strconv.Itoa(i),
-		"--input", in, "--output", out, "--session-timeout", "3s", "--events", "-", "--log-level", "info", "--metrics-addr", ""}, extra...)
-	p, err := supervise.Start(e.ctx, supervise.Config{
-		Name: name, Bin: eosctl, Args: args, Stderr: lockedWriter{e, name},
-		OnEvent: func(_ string, ev pipeline.Event) {
-			e.mu.Lock()
-			e.events = append(e.events, ev)
-			e.mu.Unlock()
-		},
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.mu.Lock()
-	e.procs = append(e.procs, p)
-	e.mu.Unlock()
-	return p
+	return e.topologyWorker("passthrough", app, i, in, out, extra...)
 }
 
 // topologyWorker starts `eosctl run TOPOLOGY` for instance i of app, with
@@ -207,16 +181,8 @@ func (e *env) tail(topic string) *verify.Tail {
 // waitCaughtUp waits until group has committed everything in topics.
 func (e *env) waitCaughtUp(group string, within time.Duration, topics ...string) {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		lag, err := admin.GroupLag(e.ctx, e.cl, group, topics...)
-		if err == nil && lag == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("group %s did not catch up on %v within %s: lag %d, err %v", group, topics, within, lag, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := admin.WaitCaughtUp(e.ctx, e.cl, group, within, topics...); err != nil {
+		e.t.Fatal(err)
 	}
 }
 

@@ -107,8 +107,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := f.killLoop(ctx, cl, say); err != nil {
 		return nil, err
 	}
-	if err := waitCaughtUp(ctx, cl, cfg.Timeout-time.Since(copyStart), cfg.Records, say); err != nil {
-		return nil, err
+	if err := admin.WaitCaughtUp(ctx, cl, app, cfg.Timeout-time.Since(copyStart), input); err != nil {
+		return nil, fmt.Errorf("workers did not finish the copy: %w", err)
 	}
 	sum.CopySeconds = time.Since(copyStart).Seconds()
 	sum.RecordsPerSec = float64(cfg.Records) / sum.CopySeconds
@@ -260,25 +260,6 @@ func waitOutput(ctx context.Context, cl *kgo.Client, n int64, timeout time.Durat
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// waitCaughtUp waits until the group has committed all of its input.
-func waitCaughtUp(ctx context.Context, cl *kgo.Client, timeout time.Duration, total int64, say func(string, ...any)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		lag, err := admin.GroupLag(ctx, cl, app, input)
-		if err == nil && lag == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("workers did not catch up within %s (lag %d of %d, last error: %v)", timeout, lag, total, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
