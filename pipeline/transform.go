@@ -7,6 +7,13 @@
 // is the per-record work, the collector stamps and sends its output, and the
 // Worker manages assignment, transactions and commits. Only the Worker knows
 // about transactions; a Transform never sees them.
+//
+// A Transform may also keep keyed state (Declaration.Stores, Record.Store):
+// in memory, changelogged in the same transaction as its outputs and
+// restored on every assignment (state.go, restore.go); emit to named outputs
+// and through a repartition topic (declare.go); and reject records it cannot
+// handle to a dead-letter topic (DeadLetter). examples/fraud is a complete
+// stateful processor built on this API.
 package pipeline
 
 import (
