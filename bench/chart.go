@@ -144,9 +144,12 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 		pl.Add(plotter.NewGrid())
 		pl.Legend.Top = true
 	}
-	rps.Y.Min = 0
+	// Headroom above the data for the legends.
+	rps.Y.Min, rps.Y.Max = 0, rps.Y.Max*1.4
 	rps.Legend.Left = true
-	loss.Y.Min = math.Min(0, loss.Y.Min)
+	lo, hi := math.Min(0, loss.Y.Min), math.Max(loss.Y.Max, 1)
+	loss.Y.Min, loss.Y.Max = lo-0.1*(hi-lo), hi+0.45*(hi-lo)
+	loss.Add(zeroLine(loss.X.Min, loss.X.Max))
 	return rps, loss, nil
 }
 
@@ -176,4 +179,14 @@ func addLine(p *plot.Plot, xys plotter.XYs, col color.Color, dashes []vg.Length,
 	p.Add(l, s)
 	p.Legend.Add(label, l, s)
 	return nil
+}
+
+// zeroLine marks no loss on the loss panel.
+func zeroLine(x0, x1 float64) plot.Plotter {
+	l, err := plotter.NewLine(plotter.XYs{{X: x0, Y: 0}, {X: x1, Y: 0}})
+	if err != nil {
+		return plotter.NewGrid()
+	}
+	l.Color, l.Width = color.Gray{Y: 96}, vg.Points(0.8)
+	return l
 }

@@ -197,11 +197,11 @@ type Progress struct {
 func DefaultRecords(size int) int64 {
 	switch {
 	case size <= 128:
-		return 2_000_000
+		return 4_000_000
 	case size <= 1024:
-		return 600_000
+		return 2_000_000
 	default:
-		return max(10_000, 600_000*1024/int64(size))
+		return max(10_000, 2_000_000*1024/int64(size))
 	}
 }
 

@@ -187,15 +187,39 @@ func median(xs []float64) float64 {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// liveCommits returns the commit stall and open-time medians (and the
-// stall's p99) of the commits made after since: the latency phase's.
-func liveCommits(commits []pipeline.Event, since time.Time) (p50, p99, open time.Duration) {
+// liveStats are the commits of the latency phase, when the copier is
+// lightly loaded.
+type liveStats struct {
+	commitP50, commitP99, openP50 time.Duration
+	// overhead is the share of the phase spent committing: the commits'
+	// durations over the time from the first one's begin to the last one's
+	// end.
+	overhead float64
+}
+
+// live computes liveStats from the commits that began after since.
+func live(commits []pipeline.Event, since time.Time) liveStats {
 	var cs, os []time.Duration
+	var first, last time.Time
+	var stall time.Duration
 	for _, c := range commits {
-		if c.Time.After(since) && c.Time.Add(-c.Duration).After(since) {
-			cs = append(cs, c.CommitDuration)
-			os = append(os, c.Duration-c.CommitDuration)
+		begin := c.Time.Add(-c.Duration)
+		if !begin.After(since) {
+			continue
+		}
+		cs = append(cs, c.CommitDuration)
+		os = append(os, c.Duration-c.CommitDuration)
+		stall += c.CommitDuration
+		if first.IsZero() || begin.Before(first) {
+			first = begin
+		}
+		if c.Time.After(last) {
+			last = c.Time
 		}
 	}
-	return quantile(cs, 0.5), quantile(cs, 0.99), quantile(os, 0.5)
+	st := liveStats{commitP50: quantile(cs, 0.5), commitP99: quantile(cs, 0.99), openP50: quantile(os, 0.5)}
+	if w := last.Sub(first); w > 0 {
+		st.overhead = stall.Seconds() / w.Seconds()
+	}
+	return st
 }

@@ -35,8 +35,8 @@ func WriteTable(w io.Writer, r *Report) error {
 		if a.BestFixed != "" {
 			verdict = fmt.Sprintf("best fixed interval within budget: %s (e2e p99 %.1f ms); auto's e2e p99 is %.2fx that", a.BestFixed, a.BestE2EP99Ms, a.LatencyVsBest)
 		}
-		fmt.Fprintf(w, "auto, %d bytes: commit overhead %.2f%% against a %.1f%% budget (interval settled at %.0f ms); %s\n",
-			a.Size, a.OverheadPct, a.BudgetPct, a.OpenP50Ms, verdict)
+		fmt.Fprintf(w, "auto, %d bytes: commit overhead %.2f%% lightly loaded, %.2f%% draining, against a %.1f%% budget (interval settled at %.0f ms and %.0f ms); %s\n",
+			a.Size, a.LiveOverheadPct, a.DrainOverheadPct, a.BudgetPct, a.LiveOpenP50Ms, a.DrainOpenP50Ms, verdict)
 	}
 	var short []string
 	for _, c := range r.Cells {
@@ -82,6 +82,7 @@ var csvColumns = []string{
 	"txn_per_s", "baseline_commits_per_s", "commit_p50_ms", "commit_p99_ms",
 	"baseline_commit_p50_ms", "baseline_commit_p99_ms", "txn_p50_ms", "txn_p99_ms",
 	"open_p50_ms", "baseline_open_p50_ms", "overhead_pct", "baseline_overhead_pct",
+	"live_overhead_pct", "live_commit_p50_ms", "live_open_p50_ms",
 	"e2e_p50_ms", "e2e_p99_ms", "e2e_p99_min_ms", "e2e_p99_max_ms", "e2e_max_ms",
 	"baseline_e2e_p50_ms", "baseline_e2e_p99_ms", "baseline_e2e_max_ms",
 	"eos_cpu_s_per_m", "baseline_cpu_s_per_m", "eos_peak_rss_mib", "baseline_peak_rss_mib",

@@ -237,9 +237,10 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 	res.PeakRSSMiB = float64(peak) / (1 << 20)
 	log.mu.Lock()
 	res.Aborted, res.Reinits, res.CommittedRec = log.aborted, log.reinits, log.consumed
-	lp50, lp99, lopen := liveCommits(log.commits, drained)
+	lv := live(log.commits, drained)
 	log.mu.Unlock()
-	res.LiveCommitP50Ms, res.LiveCommitP99Ms, res.LiveOpenP50Ms = ms(lp50), ms(lp99), ms(lopen)
+	res.LiveCommitP50Ms, res.LiveCommitP99Ms, res.LiveOpenP50Ms = ms(lv.commitP50), ms(lv.commitP99), ms(lv.openP50)
+	res.LiveOverheadPct = lv.overhead * 100
 	b.runs = append(b.runs, res)
 	b.cfg.Logger.Debug("bench run done", "run", name, "rps", int(res.RPS), "e2e_p99_ms", res.E2EP99Ms)
 	return res, nil

@@ -21,8 +21,12 @@ const (
 	// autoStartInterval is used until the first commit has been timed.
 	autoStartInterval = 100 * time.Millisecond
 	// commitEWMAWeight is the weight of the newest commit in the running
-	// mean of commit durations: about the last ten commits count.
+	// mean of commit durations once five have been timed: about the last
+	// ten commits count.
 	commitEWMAWeight = 0.2
+	// commitOutlier caps how much one commit can count, as a multiple of
+	// the running estimate.
+	commitOutlier = 4
 )
 
 // adaptiveInterval chooses the commit interval at run time: the shortest one
@@ -51,7 +55,8 @@ type adaptiveInterval struct {
 	max    time.Duration
 
 	mu   sync.Mutex
-	mean float64 // seconds; 0 until the first commit is timed
+	n    int     // commits timed so far
+	mean float64 // seconds
 	cur  time.Duration
 }
 
@@ -77,12 +82,19 @@ func (a *adaptiveInterval) observe(commit time.Duration) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// The plain mean of the first commits, then an exponentially weighted
+	// one: the estimate is right after a handful of commits instead of
+	// creeping up from the first from below. Once it has settled, a single
+	// commit counts at most commitOutlier times the estimate: one stall (a
+	// GC pause, a broker hiccup) would otherwise stretch the interval, and
+	// latency, for the next dozen commits, while a lasting slowdown still
+	// moves the estimate up by half within a commit or two.
 	c := commit.Seconds()
-	if a.mean == 0 {
-		a.mean = c
-	} else {
-		a.mean += commitEWMAWeight * (c - a.mean)
+	if a.n >= 5 {
+		c = min(c, commitOutlier*a.mean)
 	}
+	a.n++
+	a.mean += max(commitEWMAWeight, 1/float64(a.n)) * (c - a.mean)
 	t := time.Duration(a.mean / a.budget * float64(time.Second))
 	a.cur = min(max(t, minAutoInterval), a.max)
 }

@@ -22,6 +22,12 @@ func TestAdaptiveIntervalIsTheShortestWithinBudget(t *testing.T) {
 	if overhead > 0.031 || overhead < 0.029 {
 		t.Fatalf("the chosen interval gives an overhead of %.2f%%, want 3%%", overhead*100)
 	}
+	// One stall does not stretch the interval for long: it counts at most
+	// four times the estimate.
+	a.observe(300 * time.Millisecond)
+	if got := a.interval(); got > 200*time.Millisecond {
+		t.Fatalf("after one 300ms commit among 3ms ones the interval is %s, want it at most doubled", got)
+	}
 	// Slower commits move it up, within a few commits, but never past max.
 	for range 50 {
 		a.observe(time.Second)

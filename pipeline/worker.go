@@ -227,7 +227,14 @@ func (w *Worker) clientOpts() []kgo.Opt {
 	if w.cfg.GroupProtocol == "consumer" {
 		extra = append(extra, kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
 	}
-	return append(append(append([]kgo.Opt(nil), w.cfg.ClientOpts...), extra...),
+	// Fetches are bounded in compressed bytes, and a worker holds about two
+	// of them decompressed (one being processed, one buffered): with kgo's
+	// defaults (1 MiB a partition, 50 MiB a response) a compressible
+	// backlog took a worker to 200-300 MiB. These keep it near 100 MiB
+	// whatever the backlog, and still carry 1.5 MiB per 6 partitions and
+	// round trip; ClientOpts come after them and can raise them.
+	bounded := []kgo.Opt{kgo.FetchMaxPartitionBytes(256 << 10), kgo.FetchMaxBytes(8 << 20)}
+	return append(append(append(bounded, w.cfg.ClientOpts...), extra...),
 		kgo.ConsumerGroup(w.cfg.App),
 		kgo.ConsumeTopics(w.lay.consume...),
 		kgo.InstanceID(w.id),

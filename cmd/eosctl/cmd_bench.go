@@ -181,7 +181,7 @@ extension; repeatable).`,
 	f := cmd.Flags()
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
 	f.StringVar(&sizes, "sizes", "100,1024", "record value sizes to sweep, in bytes, comma-separated")
-	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 2,000,000 for sizes up to 128 bytes, 600,000 up to 1 KiB, fewer above)")
+	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 4,000,000 records for sizes up to 128 bytes, 2,000,000 up to 1 KiB, 2 GB worth above)")
 	f.Int32Var(&partitions, "partitions", 6, "partitions of the input and output topics")
 	f.IntVar(&workers, "workers", 1, "workers (copiers) per run, each its own process unless --in-process")
 	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in both modes, baseline then eos")
