@@ -37,9 +37,10 @@ type BaselineConfig struct {
 //   - consumer group, read_uncommitted, auto-commit off;
 //   - an idempotent producer with acks=all (kgo's defaults), so that retries
 //     do not duplicate;
-//   - every CommitInterval (counted between the starts of commits, as the
-//     worker paces its transactions): flush, then a plain synchronous
-//     OffsetCommit of everything polled.
+//   - every CommitInterval, paced as the worker paces its transactions
+//     (from the start of the previous commit, at least 3/4 of an interval
+//     after the first record): flush, then a plain synchronous OffsetCommit
+//     of everything polled.
 //
 // Its output carries the same idempotency-key header as the worker's, so
 // both modes write the same bytes. It exists as a benchmark baseline, not as
@@ -156,15 +157,22 @@ func (b *baseline) loop(ctx context.Context) error {
 	}
 }
 
-// deadline is when the pending records must be committed: an interval after
-// the previous commit started, as the worker paces its transactions, and
-// never later than an interval after the first of them.
+// deadline is when the pending records must be committed, by the worker's
+// rule (pipeline's pacer): an interval after the previous commit started,
+// but no sooner than 3/4 of an interval after the first of them.
 func (b *baseline) deadline() time.Time {
-	d := b.began.Add(b.cfg.CommitInterval)
-	if next := b.lastStart.Add(b.cfg.CommitInterval); !b.lastStart.IsZero() && next.Before(d) {
-		d = next
+	iv := b.cfg.CommitInterval
+	if b.lastStart.IsZero() {
+		return b.began.Add(iv)
 	}
-	return d
+	return maxTime(b.lastStart.Add(iv), b.began.Add(iv*3/4))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // commit flushes what was produced and then commits the offsets of every

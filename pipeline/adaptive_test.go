@@ -86,9 +86,15 @@ func TestPacerCountsFromTheStartOfTheLastCommit(t *testing.T) {
 	if d := p.deadline(began); d != start.Add(100*time.Millisecond) {
 		t.Fatalf("deadline %s after the previous commit started, want 100ms", d.Sub(start))
 	}
-	// After a quiet spell the first records commit at once.
+	// A transaction stays open at least 3/4 of the interval, however long
+	// the last commit took or however long ago it started.
 	p.lastStart = time.Now().Add(-time.Second)
-	if !p.due(time.Now()) {
-		t.Fatal("after a second without commits, a new transaction is not due at once")
+	began = time.Now()
+	if d := p.deadline(began); d != began.Add(75*time.Millisecond) {
+		t.Fatalf("after a quiet spell the deadline is %s after the transaction began, want 3/4 of the interval", d.Sub(began))
+	}
+	p.lastStart = began.Add(-40 * time.Millisecond) // a 40ms commit just ended
+	if d := p.deadline(began); d != began.Add(75*time.Millisecond) {
+		t.Fatalf("after a commit of 40%% of the interval the deadline is %s after begin, want 75ms", d.Sub(began))
 	}
 }
