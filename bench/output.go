@@ -30,6 +30,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if p.TopicPrefix != "" {
+		fmt.Fprintf(w, "topics and groups %s-* were created on %s for this run and deleted\n", p.TopicPrefix, strings.Join(p.Brokers, ","))
+	}
 	for _, a := range r.Auto {
 		verdict := "no fixed interval in the sweep met the budget"
 		if a.BestFixed != "" {

@@ -29,8 +29,11 @@ type Params struct {
 
 	Broker  string   `json:"broker"` // "embedded" (kfake) or "external"
 	Brokers []string `json:"brokers,omitempty"`
-	RTT     string   `json:"rtt"`
-	RTTMs   float64  `json:"rtt_ms"`
+	// TopicPrefix names the topics and groups created (and deleted) on an
+	// external cluster.
+	TopicPrefix string  `json:"topic_prefix,omitempty"`
+	RTT         string  `json:"rtt"`
+	RTTMs       float64 `json:"rtt_ms"`
 
 	Topology   string   `json:"topology"`
 	Intervals  []string `json:"intervals"`

@@ -75,7 +75,8 @@ func (b *bencher) connect(ctx context.Context) error {
 	_, _ = rand.Read(id[:])
 	b.prefix = "eosbench-" + hex.EncodeToString(id[:])
 	if b.broker == nil {
-		b.cfg.Logger.Info("benchmarking an external cluster: creating topics and groups named "+b.prefix+"-*; they are deleted at the end", "brokers", strings.Join(b.brokers, ","))
+		// Warn, not Info: the benchmark writes to someone's cluster.
+		b.cfg.Logger.Warn("benchmarking an external cluster: creating topics and groups named "+b.prefix+"-*; they are deleted at the end", "brokers", strings.Join(b.brokers, ","))
 	}
 	return nil
 }
@@ -298,7 +299,7 @@ func (b *bencher) params() Params {
 		p.LatencyDurationNote = c.LatencyDuration.String()
 	}
 	if b.broker == nil {
-		p.Broker, p.Brokers = "external", b.brokers
+		p.Broker, p.Brokers, p.TopicPrefix = "external", b.brokers, b.prefix
 	}
 	for _, iv := range c.Intervals {
 		p.Intervals = append(p.Intervals, iv.String())
