@@ -18,7 +18,7 @@ import (
 func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 	dir := t.TempDir()
 	out := func(name string) string { return filepath.Join(dir, name) }
-	cmd := exec.Command(eosctl, "bench", "--records", "3000", "--sizes", "100", "--intervals", "50ms", "--repeat", "1",
+	cmd := exec.Command(eosctl, "bench", "--records", "20000", "--sizes", "100", "--intervals", "50ms", "--repeat", "1",
 		"--partitions", "2", "--latency-rate", "1000", "--latency-duration", "300ms",
 		"--json", out("b.json"), "--csv", out("b.csv"), "--chart", out("b.svg"), "--chart", out("b.png"))
 	var stdout, stderr bytes.Buffer
