@@ -282,13 +282,7 @@ func (h *harness) recoveries(t time.Time) []time.Duration {
 func (h *harness) count(kind pipeline.EventKind) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
-	for _, e := range h.events {
-		if e.Kind == kind {
-			n++
-		}
-	}
-	return n
+	return pipeline.CountEvents(h.events, kind)
 }
 
 // waitCaughtUp waits until group has committed everything in topics, and

@@ -158,13 +158,7 @@ func (e *env) topologyWorker(topology, app string, i int, in, out string, extra 
 func (e *env) count(kind pipeline.EventKind) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	n := 0
-	for _, ev := range e.events {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n
+	return pipeline.CountEvents(e.events, kind)
 }
 
 // tail starts a concurrent read_committed reader of topic.

@@ -153,7 +153,20 @@ func describeMembers(ctx context.Context, adm *kadm.Client, gl *GroupLag) map[st
 	return out
 }
 
-// String renders the partitions of topics for error messages.
+// FormatPartitions renders partitions by topic as "t[0,1] u[3]", sorted, or
+// "-" when there are none.
+func FormatPartitions(parts map[string][]int32) string {
+	if len(parts) == 0 {
+		return "-"
+	}
+	set := kadm.TopicsSet{}
+	for t, ps := range parts {
+		set.Add(t, ps...)
+	}
+	return partitionsString(set)
+}
+
+// partitionsString renders the partitions of topics for error messages.
 func partitionsString(ts kadm.TopicsSet) string {
 	var parts []string
 	for _, t := range ts.Sorted() {

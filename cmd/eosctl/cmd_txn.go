@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/eosctl/eos/inspect"
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 func newTxnCmd(g *globals) *cobra.Command {
@@ -119,7 +117,7 @@ it. An unknown id is bad input (exit code 2).`,
 					if !tx.Started.IsZero() {
 						a = age(time.Since(tx.Started))
 					}
-					t.row(tx.Coordinator, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.State, stamp(tx.Started), a, tx.Timeout, partitionList(tx.Partitions))
+					t.row(tx.Coordinator, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.State, stamp(tx.Started), a, tx.Timeout, inspect.FormatPartitions(tx.Partitions))
 				}
 				t.flush()
 				return nil
@@ -412,7 +410,7 @@ func abortByID(ctx context.Context, c *adminConn, w io.Writer, asJSON bool, ask 
 		}
 	}
 	say("transactional id %q: producer id %d epoch %d, %s since %s (%s), timeout %s, partitions %s",
-		id, tx.ProducerID, tx.ProducerEpoch, tx.State, stamp(tx.Started), age(time.Since(tx.Started)), tx.Timeout, partitionList(tx.Partitions))
+		id, tx.ProducerID, tx.ProducerEpoch, tx.State, stamp(tx.Started), age(time.Since(tx.Started)), tx.Timeout, inspect.FormatPartitions(tx.Partitions))
 	for _, o := range pick(before, tx.Partitions) {
 		res.Before = append(res.Before, o)
 		say("LSO before: %s[%d] %d (HWM %d)", o.Topic, o.Partition, o.LSO, o.HWM)
@@ -454,28 +452,6 @@ func pick(offs inspect.Offsets, parts map[string][]int32) []inspect.PartitionOff
 		}
 	}
 	return out
-}
-
-// partitionList renders partitions as topic[0,1] other[3].
-func partitionList(parts map[string][]int32) string {
-	if len(parts) == 0 {
-		return "-"
-	}
-	set := kadm.TopicsSet{}
-	for t, ps := range parts {
-		set.Add(t, ps...)
-	}
-	var out []string
-	for _, tp := range set.Sorted() {
-		ps := slices.Clone(tp.Partitions)
-		slices.Sort(ps)
-		s := make([]string, len(ps))
-		for i, p := range ps {
-			s[i] = fmt.Sprint(p)
-		}
-		out = append(out, fmt.Sprintf("%s[%s]", tp.Topic, strings.Join(s, ",")))
-	}
-	return strings.Join(out, " ")
 }
 
 // nonNil makes an empty result print as [] rather than null.
