@@ -68,6 +68,11 @@ const (
 	AssignedPartitions  = "eos_assigned_partitions"
 	LastCommit          = "eos_last_commit_timestamp_seconds"
 	Ready               = "eos_ready"
+	DeadLetters         = "eos_dead_letters_total"
+	StateRestores       = "eos_state_restores_total"
+	RestoredRecords     = "eos_state_restored_records_total"
+	RestoreRemaining    = "eos_state_restore_remaining_records"
+	RestoreDuration     = "eos_state_restore_duration_seconds"
 
 	LSOLag             = "eos_lso_lag_records"
 	ConsumerLag        = "eos_consumer_lag_records"
@@ -100,6 +105,11 @@ var catalog = []Desc{
 	{Name: AssignedPartitions, Kind: Gauge, Help: "Input partitions assigned to this worker."},
 	{Name: LastCommit, Kind: Gauge, Help: "Unix time of the last committed transaction, 0 if none yet."},
 	{Name: Ready, Kind: Gauge, Help: "1 if /readyz answers 200, else 0."},
+	{Name: DeadLetters, Kind: Counter, Help: "Records sent to the dead-letter topic in committed transactions: input the topology could not process (malformed, late, failing expressions)."},
+	{Name: StateRestores, Kind: Counter, Help: "Completed restores of keyed state from its changelogs, one per assignment of state partitions."},
+	{Name: RestoredRecords, Kind: Counter, Help: "Changelog records applied by completed restores."},
+	{Name: RestoreRemaining, Kind: Gauge, Help: "Changelog records the restore in progress has still to read (updated every second; 0 when none runs). Assigned partitions are not processed until it reaches 0."},
+	{Name: RestoreDuration, Kind: Histogram, Buckets: prometheus.ExponentialBucketsRange(0.001, 600, 16), Help: "Completed restores of keyed state, from assignment to processing, in seconds."},
 
 	{Name: LSOLag, Kind: Gauge, Labels: []string{"topic", "partition"}, Scope: Shared, Help: "High watermark minus last stable offset: offsets read_committed consumers cannot see yet because a transaction is open or hanging on the partition."},
 	{Name: ConsumerLag, Kind: Gauge, Labels: []string{"group", "topic", "partition"}, Scope: Shared, Help: "Last stable offset minus the group's committed offset (log start offset if none): what the group can read but has not committed."},

@@ -130,6 +130,7 @@ func (w *Worker) OnEvent(e pipeline.Event) {
 		r.histogram(TransactionDuration).Observe(e.Duration.Seconds())
 		r.histogram(CommitDuration).Observe(e.CommitDuration.Seconds())
 		r.histogram(TransactionRecords).Observe(float64(e.Records))
+		r.counter(DeadLetters).Add(float64(e.DeadLetters))
 		r.gauge(ProducerEpoch).Set(float64(e.Epoch)) // KIP-890 bumps it per commit
 		w.lastCommit = e.Time
 		r.gauge(LastCommit).Set(float64(e.Time.UnixNano()) / 1e9)
@@ -142,6 +143,13 @@ func (w *Worker) OnEvent(e pipeline.Event) {
 		if w.fenced == "" {
 			w.fenced = "fenced"
 		}
+	case pipeline.EventRestoring:
+		r.gauge(RestoreRemaining).Set(float64(e.Records))
+	case pipeline.EventRestored:
+		r.gauge(RestoreRemaining).Set(0)
+		r.counter(StateRestores).Inc()
+		r.counter(RestoredRecords).Add(float64(e.Records))
+		r.histogram(RestoreDuration).Observe(e.Duration.Seconds())
 	case pipeline.EventStopped:
 		w.stopped = true
 	case pipeline.EventAssigned:

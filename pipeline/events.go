@@ -19,7 +19,7 @@ const (
 	EventStopped   EventKind = "stopped"   // the worker stopped (Err set if it failed)
 	EventAssigned  EventKind = "assigned"  // the group assigned partitions (Partitions set)
 	EventRevoked   EventKind = "revoked"   // partitions were revoked in a rebalance, or lost
-	EventRestoring EventKind = "restoring" // restoring state of newly assigned partitions began (Partitions: changelogs; Records: to read)
+	EventRestoring EventKind = "restoring" // restoring state of newly assigned partitions: when it begins and every second while it runs (Partitions: changelogs; Records: still to read)
 	EventRestored  EventKind = "restored"  // state restored (Records read, Duration); processing of the partitions starts
 )
 

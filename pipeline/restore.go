@@ -59,7 +59,7 @@ func (w *Worker) restore(ctx context.Context, parts []int32) {
 		}
 		return Event{Kind: kind, Partitions: ps, Records: int(records), Duration: time.Since(start)}
 	}
-	states, n, err := w.readChangelogs(ctx, parts, func(total int64) { w.emit(ev(EventRestoring, total)) })
+	states, n, err := w.readChangelogs(ctx, parts, func(remaining int64) { w.emit(ev(EventRestoring, remaining)) })
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("restoring state failed; the worker reopens its session and restores again", "partitions", parts, "err", err)
@@ -78,9 +78,9 @@ func (w *Worker) restore(ctx context.Context, parts []int32) {
 }
 
 // readChangelogs waits until the changelog partitions are stable, then reads
-// them into fresh partition states. started is called once the number of
-// records to read is known.
-func (w *Worker) readChangelogs(ctx context.Context, parts []int32, started func(total int64)) (map[int32]*partitionState, int64, error) {
+// them into fresh partition states. progress is called with the number of
+// records still to read once it is known, then every second.
+func (w *Worker) readChangelogs(ctx context.Context, parts []int32, progress func(remaining int64)) (map[int32]*partitionState, int64, error) {
 	set := w.state
 	ranges, err := w.stableRanges(ctx, parts)
 	if err != nil {
@@ -99,7 +99,7 @@ func (w *Worker) readChangelogs(ctx context.Context, parts []int32, started func
 			}
 		}
 	}
-	started(total)
+	progress(total)
 	states := map[int32]*partitionState{}
 	for _, p := range parts {
 		states[p] = set.newPartition(p)
@@ -132,7 +132,7 @@ func (w *Worker) readChangelogs(ctx context.Context, parts []int32, started func
 			remaining++
 		}
 	}
-	var applied, counted int64
+	var applied, counted, read int64 // read counts offsets, control records included, like total
 	lastLog := time.Now()
 	for remaining > 0 {
 		fs := cl.PollRecords(ctx, 50_000)
@@ -174,6 +174,7 @@ func (w *Worker) readChangelogs(ctx context.Context, parts []int32, started func
 				}
 				applied++
 			}
+			read += at - pos[fp.Topic][fp.Partition]
 			pos[fp.Topic][fp.Partition] = at
 			if at >= end {
 				remaining--
@@ -185,6 +186,7 @@ func (w *Worker) readChangelogs(ctx context.Context, parts []int32, started func
 		if time.Since(lastLog) >= time.Second {
 			lastLog = time.Now()
 			w.log.Info("restoring state", "stores", set.names, "partitions", parts, "restored", applied, "of", total)
+			progress(total - read)
 		}
 	}
 	return states, applied, nil
