@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/eosctl/eos/inspect"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -167,4 +168,29 @@ func CaughtUp(ctx context.Context, opts []kgo.Opt, group string, topics ...strin
 		}
 	}
 	return true, nil
+}
+
+// WaitCaughtUp polls [CaughtUp] until group has consumed everything
+// committed in topics, for up to within. It is what waiting on a stateful
+// app needs: a lag of zero against the last stable offset, which
+// admin.WaitCaughtUp waits for, may never come on a repartition topic.
+func WaitCaughtUp(ctx context.Context, opts []kgo.Opt, group string, within time.Duration, topics ...string) error {
+	deadline := time.Now().Add(within)
+	for {
+		ok, err := CaughtUp(ctx, opts, group, topics...)
+		if err == nil && ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("committed: group %s did not catch up on %v within %s: %w", group, topics, within, err)
+			}
+			return fmt.Errorf("committed: group %s did not catch up on %v within %s", group, topics, within)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("committed: waiting for group %s to catch up on %v: %w", group, topics, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

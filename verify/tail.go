@@ -20,8 +20,9 @@ import (
 const tailDenseLimit = 1 << 25
 
 // Tail is a read_committed consumer that runs concurrently with a pipeline
-// and records every data record's key, so that a test can tell whether a
-// consumer reading along during faults was ever handed a record twice.
+// and records every data record's identity (its key, or what [NewTailBy]
+// says), so that a test can tell whether a consumer reading along during
+// faults was ever handed a record twice.
 // [Run] judges the log as it is afterwards; records a live consumer was
 // given can later vanish from it (a truncation after a leader change, say),
 // taking the evidence of a duplicate with them.
@@ -30,6 +31,7 @@ const tailDenseLimit = 1 << 25
 // and always call [Tail.Stop].
 type Tail struct {
 	topic  string
+	id     func(*kgo.Record) []byte
 	cl     *kgo.Client
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
@@ -46,10 +48,11 @@ type Tail struct {
 // TailReport is what a [Tail] saw.
 type TailReport struct {
 	Topic string `json:"topic"`
-	// Records counts data records, Keys distinct keys among them.
+	// Records counts data records, Keys distinct identities (keys, for
+	// [NewTail]) among them.
 	Records int64 `json:"records"`
 	Keys    int64 `json:"keys"`
-	// Duplicates counts records whose key an earlier record had.
+	// Duplicates counts records whose identity an earlier record had.
 	Duplicates        int64    `json:"duplicates"`
 	DuplicateExamples []string `json:"duplicate_examples,omitempty"`
 	// Err is why the tail stopped early, if it did; the counts then
@@ -99,6 +102,14 @@ func (r TailReport) String() string {
 // would re-read records and fake duplicates) stops it and is reported in
 // TailReport.Err and by the Wait methods.
 func NewTail(ctx context.Context, opts []kgo.Opt, topic string) (*Tail, error) {
+	return NewTailBy(ctx, opts, topic, func(r *kgo.Record) []byte { return r.Key })
+}
+
+// NewTailBy is [NewTail] for a topic whose records are identified by id
+// rather than by key: the aggregate topology's results, say, whose key is a
+// group that many windows share ([AggregateWindowID]). A record whose id an
+// earlier record had is a duplicate.
+func NewTailBy(ctx context.Context, opts []kgo.Opt, topic string, id func(*kgo.Record) []byte) (*Tail, error) {
 	if topic == "" {
 		return nil, errors.New("verify: tail needs a topic")
 	}
@@ -116,6 +127,7 @@ func NewTail(ctx context.Context, opts []kgo.Opt, topic string) (*Tail, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	t := &Tail{
 		topic:   topic,
+		id:      id,
 		cl:      cl,
 		cancel:  cancel,
 		done:    make(chan struct{}),
@@ -151,7 +163,8 @@ func (t *Tail) run(ctx context.Context) {
 					continue
 				}
 				t.rep.Records++
-				n := t.seen.slot(r.Key)
+				id := t.id(r)
+				n := t.seen.slot(id)
 				if *n < ^uint8(0) {
 					*n++
 				}
@@ -159,7 +172,7 @@ func (t *Tail) run(ctx context.Context) {
 					t.rep.Keys++
 				} else {
 					t.rep.Duplicates++
-					addExample(&t.rep.DuplicateExamples, render(r.Key))
+					addExample(&t.rep.DuplicateExamples, render(id))
 				}
 			}
 		})
@@ -193,7 +206,7 @@ func (t *Tail) Stop() TailReport {
 	return t.Report()
 }
 
-// WaitFor waits until the tail has seen at least n distinct keys. It
+// WaitFor waits until the tail has seen at least n distinct identities. It
 // returns an error if ctx is done first, saying how far it got, or if the
 // tail stopped.
 func (t *Tail) WaitFor(ctx context.Context, n int64) error {

@@ -10,6 +10,11 @@
 // order. [Tail] watches a topic while faults are injected, for the
 // duplicates a read_committed consumer would have observed along the way.
 //
+// A stateful topology's output is no copy of its input. For the aggregate
+// topology, [NewAggregateInput] makes an input of regular, late and poison
+// records whose answer is known, and [JudgeAggregate] compares the window
+// results and dead letters with a reference computed in memory from it.
+//
 // Neither joins a consumer group or commits offsets, so they can be pointed at
 // a live cluster without disturbing it.
 package verify
