@@ -37,6 +37,10 @@ type harness struct {
 	logs io.Writer
 	dir  string
 
+	// topology is what `eosctl run` runs, the topology and its flags;
+	// passthrough if empty.
+	topology []string
+
 	b       *broker.Broker  // in-process broker, if any
 	bproc   *supervise.Proc // broker process, if any
 	bargs   []string
@@ -185,12 +189,16 @@ func (h *harness) produce(ctx context.Context, topic string, n int64, partitions
 	return done, nil
 }
 
-// startWorker starts instance i of app as `eosctl run passthrough`.
+// startWorker starts instance i of app as `eosctl run` of h.topology.
 func (h *harness) startWorker(ctx context.Context, app string, i int, in, out string, extra ...string) error {
 	name := app + "-" + strconv.Itoa(i)
-	args := append([]string{"run", "passthrough", "--brokers", h.brokers, "--app", app, "--instance", strconv.Itoa(i),
-		"--input", in, "--output", out, "--session-timeout", "6s", "--events", "-", "--log-level", logLevel(), "--timeout", "30s", "--metrics-addr", ""}, extra...)
-	return h.start(ctx, name, args)
+	args := append([]string{"run"}, h.topology...)
+	if len(h.topology) == 0 {
+		args = append(args, topologyPassthrough)
+	}
+	args = append(args, "--brokers", h.brokers, "--app", app, "--instance", strconv.Itoa(i),
+		"--input", in, "--output", out, "--session-timeout", "6s", "--events", "-", "--log-level", logLevel(), "--timeout", "30s", "--metrics-addr", "")
+	return h.start(ctx, name, append(args, extra...))
 }
 
 func (h *harness) start(ctx context.Context, name string, args []string) error {

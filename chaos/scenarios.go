@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,7 +19,7 @@ import (
 // Size scales a scenario: the short form in `go test`, the long form in
 // `eosctl chaos`.
 type Size struct {
-	Records int64 // input records
+	Records int64 // input records; the aggregate scenarios take half as many regular records at half the rate (aggregating.produce)
 	Rate    int   // input records per second
 	Faults  int   // faults to inject (kills, bounces, moves, drops)
 }
@@ -30,30 +32,72 @@ var Long = Size{Records: 100_000, Rate: 10_000, Faults: 6}
 
 // Result is one row of the reliability table.
 type Result struct {
-	Scenario string             `json:"scenario"`
-	Records  int64              `json:"records"`
-	Faults   string             `json:"faults"`
-	Recovery []time.Duration    `json:"recovery_ns,omitempty"`
-	Verify   *verify.Report     `json:"verify"`
-	Tail     *verify.TailReport `json:"concurrent_reader"`
-	Notes    []string           `json:"notes,omitempty"`
-	Elapsed  time.Duration      `json:"elapsed_ns"`
+	Scenario string `json:"scenario"`
+	// Topology is what the workers ran: passthrough, judged by Verify, or
+	// aggregate, judged by Aggregate.
+	Topology  string                  `json:"topology"`
+	Records   int64                   `json:"records"`
+	Faults    string                  `json:"faults"`
+	Recovery  []time.Duration         `json:"recovery_ns,omitempty"`
+	Verify    *verify.Report          `json:"verify"`
+	Aggregate *verify.AggregateReport `json:"aggregate,omitempty"`
+	// Tail read the output during the faults; DeadLetterTail read the
+	// dead-letter topic (aggregate only).
+	Tail           *verify.TailReport `json:"concurrent_reader"`
+	DeadLetterTail *verify.TailReport `json:"concurrent_dead_letter_reader,omitempty"`
+	Notes          []string           `json:"notes,omitempty"`
+	Elapsed        time.Duration      `json:"elapsed_ns"`
 }
 
-// OK reports whether exactly-once held: verify passed and the concurrent
-// read_committed reader saw no record twice.
+// Stateful reports whether the row is of the aggregate topology.
+func (r *Result) Stateful() bool { return r.Topology == topologyAggregate }
+
+// OK reports whether exactly-once held: the judge of the row's topology
+// passed (verify for a copy; for the aggregate, the reference computed from
+// the input) and the concurrent read_committed readers saw no record twice.
+// A row without its judge or its readers, as when the scenario stopped
+// early, is not OK.
 func (r *Result) OK() bool {
-	return r.Verify != nil && r.Verify.OK() && r.Tail != nil && r.Tail.OK()
+	if r.Tail == nil || !r.Tail.OK() {
+		return false
+	}
+	if r.Stateful() {
+		return r.Aggregate != nil && r.Aggregate.OK() && r.DeadLetterTail != nil && r.DeadLetterTail.OK()
+	}
+	return r.Verify != nil && r.Verify.OK()
 }
 
-// AbortedReads counts records the concurrent read_committed reader saw that
-// a later read does not explain: every duplicate it saw is a record that was
-// visible and then written again, i.e. an aborted or torn transaction leaking.
+// AbortedReads counts records the concurrent read_committed readers saw
+// twice: every one is a record that was visible and then written again,
+// i.e. an aborted or torn transaction leaking. -1 means no reader finished.
 func (r *Result) AbortedReads() int64 {
 	if r.Tail == nil {
 		return -1
 	}
-	return r.Tail.Duplicates
+	n := r.Tail.Duplicates
+	if r.DeadLetterTail != nil {
+		n += r.DeadLetterTail.Duplicates
+	}
+	return n
+}
+
+// Summary says in one paragraph what the judges and readers found.
+func (r *Result) Summary() string {
+	var parts []string
+	switch {
+	case r.Verify != nil:
+		parts = append(parts, r.Verify.Summary())
+	case r.Aggregate != nil:
+		parts = append(parts, r.Aggregate.Summary())
+	default:
+		parts = append(parts, "not judged")
+	}
+	for _, t := range []*verify.TailReport{r.Tail, r.DeadLetterTail} {
+		if t != nil {
+			parts = append(parts, t.String())
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // RecoveryP50 and RecoveryMax summarise how long workers took to commit again
@@ -65,30 +109,46 @@ func (r *Result) RecoveryMax() time.Duration { return percentile(r.Recovery, 1) 
 type Scenario struct {
 	Name        string
 	Description string
-	run         func(ctx context.Context, h *harness, sz Size, res *Result) error
+	// Topology is what the workers run: passthrough or aggregate.
+	Topology string
+	run      func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error
 	// BrokerDefect marks a drill that the embedded broker itself cannot pass
 	// (see RELIABILITY.md): `eosctl chaos` runs and reports it, the test
 	// suite does not, since its failure says nothing about eos.
 	BrokerDefect bool
 }
 
-// Scenarios lists the drills in the order RELIABILITY.md presents them.
+// Scenarios lists the drills in the order RELIABILITY.md presents them:
+// the passthrough copies, then the same faults against the aggregate
+// topology.
 func Scenarios() []Scenario {
+	clean := Scenario{Name: "broker-clean-bounce", Description: "stop the `eosctl broker` process with SIGTERM mid-run and restart it on the same port and data dir", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+		return brokerBounce(ctx, h, sz, res, w, false)
+	}}
+	moves := Scenario{Name: "coordinator-moves", Description: "3-node embedded cluster: group and transaction coordinators moved to other nodes mid-transaction", run: coordinatorMoves}
+	lost := Scenario{Name: "lost-responses", Description: "responses to EndTxn, TxnOffsetCommit, AddPartitionsToTxn and Produce dropped after the broker applied them (connection broken)", run: lostResponses}
+	slow := Scenario{Name: "slow-coordinator", Description: "EndTxn and TxnOffsetCommit responses held back longer than the worker's 2s request timeout", run: slowCoordinator}
+	timeout := Scenario{Name: "txn-timeout", Description: "a worker frozen (SIGSTOP) longer than its 2s transaction.timeout.ms: the coordinator aborts its transaction", run: txnTimeout}
 	return []Scenario{
-		{"broker-clean-bounce", "stop the `eosctl broker` process with SIGTERM mid-run and restart it on the same port and data dir", func(ctx context.Context, h *harness, sz Size, res *Result) error {
-			return brokerBounce(ctx, h, sz, res, false)
-		}, false},
-		{"broker-hard-bounce", "SIGKILL the `eosctl broker` process (persistent --data-dir, --sync-writes) mid-run and restart it on the same port", func(ctx context.Context, h *harness, sz Size, res *Result) error {
-			return brokerBounce(ctx, h, sz, res, true)
-		}, true},
-		{"coordinator-moves", "3-node embedded cluster: group and transaction coordinators moved to other nodes mid-transaction", leaderMoves, false},
-		{"lost-responses", "responses to EndTxn, TxnOffsetCommit, AddPartitionsToTxn and Produce dropped after the broker applied them (connection broken)", lostResponses, false},
-		{"slow-coordinator", "EndTxn and TxnOffsetCommit responses held back longer than the worker's 2s request timeout", slowCoordinator, false},
-		{"txn-timeout", "a worker frozen (SIGSTOP) longer than its 2s transaction.timeout.ms: the coordinator aborts its transaction", txnTimeout, false},
-		{"transactional-input", "the input itself written in transactions, a third of them aborted (control markers in the input)", transactionalInput, false},
-		{"single-partition-order", "one partition, workers SIGKILLed mid-transaction: output order equals input order", singlePartitionOrder, false},
-		{"kip848-group", "KIP-848 consumer group protocol (broker-side assignment), SIGKILLs and a rebalance 1 → 2 workers", kip848, false},
+		clean,
+		{Name: "broker-hard-bounce", Description: "SIGKILL the `eosctl broker` process (persistent --data-dir, --sync-writes) mid-run and restart it on the same port", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+			return brokerBounce(ctx, h, sz, res, w, true)
+		}, BrokerDefect: true},
+		moves, lost, slow, timeout,
+		{Name: "transactional-input", Description: "the input itself written in transactions, a third of them aborted (control markers in the input)", run: transactionalInput},
+		{Name: "single-partition-order", Description: "one partition, workers SIGKILLed mid-transaction: output order equals input order", run: singlePartitionOrder},
+		{Name: "kip848-group", Description: "KIP-848 consumer group protocol (broker-side assignment), SIGKILLs and a rebalance 1 → 2 workers", run: kip848},
+		stateful(clean), stateful(moves), stateful(lost), stateful(slow), stateful(timeout),
 	}
+}
+
+// stateful is the aggregate counterpart of a passthrough drill: the same
+// faults, with workers running the aggregate topology.
+func stateful(s Scenario) Scenario {
+	s.Description = "the faults of " + s.Name + ", against the aggregate topology (windows, changelog, repartition topic)"
+	s.Name = topologyAggregate + "-" + s.Name
+	s.Topology = topologyAggregate
+	return s
 }
 
 // Run runs one scenario with the eosctl binary bin; logs receives the
@@ -99,9 +159,12 @@ func Run(ctx context.Context, s Scenario, bin string, sz Size, logs io.Writer) (
 		return nil, err
 	}
 	defer h.close()
-	res := &Result{Scenario: s.Name}
+	topology := cmp.Or(s.Topology, topologyPassthrough)
+	w := newWorkload(topology)
+	defer w.close()
+	res := &Result{Scenario: s.Name, Topology: topology}
 	start := time.Now()
-	err = s.run(ctx, h, sz, res)
+	err = s.run(ctx, h, sz, res, w)
 	res.Elapsed = time.Since(start)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", s.Name, err)
@@ -109,14 +172,19 @@ func Run(ctx context.Context, s Scenario, bin string, sz Size, logs io.Writer) (
 	return res, nil
 }
 
-// copyWith is the common shape: n workers copy in → out while faults run,
-// then the output is judged.
-func copyWith(ctx context.Context, h *harness, sz Size, res *Result, app string, partitions int32, workers int, workerArgs []string, faults func() error) error {
+// runWith is the common shape: n workers run w's topology on app-in while
+// faults run, then the output is judged. sz.Records 0 means the input is
+// already written.
+func runWith(ctx context.Context, h *harness, sz Size, res *Result, w workload, app string, partitions int32, workers int, workerArgs []string, faults func() error) error {
 	in, out := app+"-in", app+"-out"
+	topology, err := w.topology(h)
+	if err != nil {
+		return err
+	}
+	h.topology = topology
 	produced := make(<-chan error)
 	if sz.Records > 0 {
-		var err error
-		if produced, err = h.produce(ctx, in, sz.Records, partitions, sz.Rate); err != nil {
+		if produced, err = w.produce(ctx, h, in, partitions, sz.Records, sz.Rate); err != nil {
 			return err
 		}
 	} else {
@@ -124,11 +192,9 @@ func copyWith(ctx context.Context, h *harness, sz Size, res *Result, app string,
 		done <- nil
 		produced = done
 	}
-	tail, err := verify.NewTail(ctx, h.opts, out)
-	if err != nil {
+	if err := w.watch(ctx, h, app, out); err != nil {
 		return err
 	}
-	defer tail.Stop()
 	for i := range workers {
 		if err := h.startWorker(ctx, app, i, in, out, workerArgs...); err != nil {
 			return err
@@ -140,11 +206,7 @@ func copyWith(ctx context.Context, h *harness, sz Size, res *Result, app string,
 	if err := <-produced; err != nil {
 		return fmt.Errorf("producing input: %w", err)
 	}
-	if err := h.waitCaughtUp(ctx, app, catchUp(), in); err != nil {
-		return err
-	}
-	h.stopWorkers()
-	return h.judge(ctx, res, in, out, tail)
+	return w.finish(ctx, h, res, app, in, out, partitions)
 }
 
 // spread sleeps so that n faults are spread over the input's production time.
@@ -153,7 +215,7 @@ func spread(sz Size, n int) time.Duration {
 	return total / time.Duration(n+1)
 }
 
-func brokerBounce(ctx context.Context, h *harness, sz Size, res *Result, hard bool) error {
+func brokerBounce(ctx context.Context, h *harness, sz Size, res *Result, w workload, hard bool) error {
 	// The input is written before the first fault: kfake does not persist
 	// idempotent producers' sequence state across a crash, so a producer
 	// retrying through a broker SIGKILL can duplicate input records, which
@@ -163,7 +225,7 @@ func brokerBounce(ctx context.Context, h *harness, sz Size, res *Result, hard bo
 	if err := h.processBroker(ctx, "--rtt", "2ms"); err != nil {
 		return err
 	}
-	produced, err := h.produce(ctx, "bounce-in", sz.Records, 6, 0)
+	produced, err := w.produce(ctx, h, "bounce-in", 6, sz.Records, 0)
 	if err != nil {
 		return err
 	}
@@ -177,7 +239,7 @@ func brokerBounce(ctx context.Context, h *harness, sz Size, res *Result, hard bo
 	res.Faults = fmt.Sprintf("%d broker %s, 500ms down each", sz.Faults, how)
 	var bounces []time.Time
 	sz.Records = 0 // already produced
-	err = copyWith(ctx, h, sz, res, "bounce", 6, 2, []string{"--max-txn-records", "50"}, func() error {
+	err = runWith(ctx, h, sz, res, w, "bounce", 6, 2, []string{"--max-txn-records", "50"}, func() error {
 		for range sz.Faults {
 			time.Sleep(time.Second)
 			at, err := h.bounceBroker(ctx, 500*time.Millisecond, hard)
@@ -197,14 +259,14 @@ func brokerBounce(ctx context.Context, h *harness, sz Size, res *Result, hard bo
 	return err
 }
 
-func leaderMoves(ctx context.Context, h *harness, sz Size, res *Result) error {
+func coordinatorMoves(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	if err := h.inProcessBroker(ctx, broker.Config{Nodes: 3}); err != nil {
 		return err
 	}
 	c := h.b.Cluster()
 	res.Faults = fmt.Sprintf("%d coordinator moves", sz.Faults*2)
 	var moves []time.Time
-	err := copyWith(ctx, h, sz, res, "moves", 6, 2, nil, func() error {
+	err := runWith(ctx, h, sz, res, w, "moves", 6, 2, nil, func() error {
 		for range sz.Faults * 2 {
 			time.Sleep(spread(sz, sz.Faults*2))
 			// Partition-leader moves are left out: kfake answers
@@ -222,13 +284,13 @@ func leaderMoves(ctx context.Context, h *harness, sz Size, res *Result) error {
 	return err
 }
 
-func lostResponses(ctx context.Context, h *harness, sz Size, res *Result) error {
+func lostResponses(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	faults := &broker.Faults{}
 	if err := h.inProcessBroker(ctx, broker.Config{Faults: faults}); err != nil {
 		return err
 	}
 	keys := []kmsg.Key{kmsg.EndTxn, kmsg.TxnOffsetCommit, kmsg.AddPartitionsToTxn, kmsg.Produce}
-	err := copyWith(ctx, h, sz, res, "lost", 4, 2, nil, func() error {
+	err := runWith(ctx, h, sz, res, w, "lost", 4, 2, nil, func() error {
 		for i := range sz.Faults * len(keys) {
 			time.Sleep(spread(sz, sz.Faults*len(keys)))
 			faults.DropResponses(keys[i%len(keys)].Int16(), 1)
@@ -247,13 +309,13 @@ func lostResponses(ctx context.Context, h *harness, sz Size, res *Result) error 
 	return err
 }
 
-func slowCoordinator(ctx context.Context, h *harness, sz Size, res *Result) error {
+func slowCoordinator(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	faults := &broker.Faults{}
 	if err := h.inProcessBroker(ctx, broker.Config{Faults: faults}); err != nil {
 		return err
 	}
 	keys := []kmsg.Key{kmsg.EndTxn, kmsg.TxnOffsetCommit}
-	err := copyWith(ctx, h, sz, res, "slow", 4, 2, []string{"--request-timeout", "2s"}, func() error {
+	err := runWith(ctx, h, sz, res, w, "slow", 4, 2, []string{"--request-timeout", "2s"}, func() error {
 		for i := range sz.Faults * len(keys) {
 			time.Sleep(spread(sz, sz.Faults*len(keys)))
 			faults.DelayResponses(keys[i%len(keys)].Int16(), 1, 3*time.Second)
@@ -265,43 +327,62 @@ func slowCoordinator(ctx context.Context, h *harness, sz Size, res *Result) erro
 	return err
 }
 
-func txnTimeout(ctx context.Context, h *harness, sz Size, res *Result) error {
+// txnTimeout freezes a worker past its transaction timeout, each time while
+// its transaction is open, so that the coordinator aborts it under the
+// worker. The input is paced to last through every freeze: a freeze of a
+// worker with nothing left to consume would hold no transaction and prove
+// nothing.
+func txnTimeout(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	if err := h.inProcessBroker(ctx, broker.Config{}); err != nil {
 		return err
 	}
+	const freeze = 4 * time.Second
+	paced := sz
+	paced.Rate = max(1, min(sz.Rate, int(float64(sz.Records)/(time.Duration(sz.Faults)*(freeze+4*time.Second)).Seconds())))
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	h.superviseWorkers(sctx)
-	err := copyWith(ctx, h, sz, res, "timeout", 4, 2, []string{"--transaction-timeout", "2s", "--session-timeout", "10s"}, func() error {
+	var resumed []time.Time
+	open := 0
+	err := runWith(ctx, h, paced, res, w, "timeout", 4, 2, []string{"--transaction-timeout", "2s", "--session-timeout", "10s"}, func() error {
 		for i := range sz.Faults {
-			time.Sleep(spread(sz, sz.Faults))
-			w := h.worker(fmt.Sprintf("timeout-%d", i%2))
-			_ = w.Signal(syscall.SIGSTOP)
-			time.Sleep(4 * time.Second)
-			_ = w.Signal(syscall.SIGCONT)
-			at := time.Now()
 			time.Sleep(time.Second)
-			res.Recovery = append(res.Recovery, h.recoveries(at)...)
+			name := fmt.Sprintf("timeout-%d", i%2)
+			if admin.WaitOngoing(ctx, h.cl, name, 2*time.Second) {
+				open++
+			}
+			w := h.worker(name)
+			_ = w.Signal(syscall.SIGSTOP)
+			time.Sleep(freeze)
+			_ = w.Signal(syscall.SIGCONT)
+			resumed = append(resumed, time.Now())
+			time.Sleep(time.Second)
 		}
 		return nil
 	})
 	stop()
-	res.Faults = fmt.Sprintf("%d freezes of 4s against a 2s transaction timeout", sz.Faults)
+	for _, at := range resumed {
+		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+	}
+	res.Faults = fmt.Sprintf("%d freezes of %s against a 2s transaction timeout, %d of them with the transaction open (input paced to last through them)", sz.Faults, freeze, open)
 	h.mu.Lock()
 	for name, codes := range h.exits {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s exited with %v and was restarted", name, codes))
 	}
 	h.mu.Unlock()
 	res.Notes = append(res.Notes, fmt.Sprintf("%d re-initialisations in place", h.count("reinit")))
+	if err == nil && open == 0 {
+		err = fmt.Errorf("none of the %d freezes found the worker's transaction open: the drill proved nothing", sz.Faults)
+	}
 	return err
 }
 
-func singlePartitionOrder(ctx context.Context, h *harness, sz Size, res *Result) error {
+func singlePartitionOrder(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	if err := h.inProcessBroker(ctx, broker.Config{}); err != nil {
 		return err
 	}
 	res.Faults = fmt.Sprintf("%d SIGKILLs mid-transaction", sz.Faults)
-	return copyWith(ctx, h, sz, res, "order", 1, 2, nil, func() error {
+	return runWith(ctx, h, sz, res, w, "order", 1, 2, nil, func() error {
 		for i := range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults))
 			name := fmt.Sprintf("order-%d", rand.IntN(2))
@@ -314,7 +395,7 @@ func singlePartitionOrder(ctx context.Context, h *harness, sz Size, res *Result)
 	})
 }
 
-func kip848(ctx context.Context, h *harness, sz Size, res *Result) error {
+func kip848(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	// A KIP-848 static member that dies without leaving keeps its instance
 	// id until the broker-side session timeout (45s by default); its
 	// restart is refused with UNRELEASED_INSTANCE_ID until then.
@@ -324,7 +405,7 @@ func kip848(ctx context.Context, h *harness, sz Size, res *Result) error {
 	}
 	res.Faults = fmt.Sprintf("%d SIGKILLs, then a second worker joins", sz.Faults)
 	args := []string{"--group-protocol", "consumer"}
-	return copyWith(ctx, h, sz, res, "kip848", 6, 1, args, func() error {
+	return runWith(ctx, h, sz, res, w, "kip848", 6, 1, args, func() error {
 		for range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults+1))
 			if err := h.killAndRestart(ctx, "kip848-0"); err != nil {

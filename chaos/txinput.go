@@ -19,7 +19,7 @@ import (
 // draining, the group's committed offset must equal the end offset of every
 // input partition (the last control marker included): nothing skipped and
 // nothing left behind.
-func transactionalInput(ctx context.Context, h *harness, sz Size, res *Result) error {
+func transactionalInput(ctx context.Context, h *harness, sz Size, res *Result, _ workload) error {
 	if err := h.inProcessBroker(ctx, broker.Config{}); err != nil {
 		return err
 	}

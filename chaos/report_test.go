@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/eosctl/eos/verify"
+)
+
+// A stateful row is judged by its aggregate report and both concurrent
+// readers: a double-counted window, a dead letter written twice, or a
+// missing reader fails it, and the table shows which. Its rows get their own
+// table, after the passthrough rows.
+func TestStatefulRowsReportTheirJudge(t *testing.T) {
+	exact := func() *Result {
+		return &Result{
+			Scenario: "aggregate-x", Topology: topologyAggregate, Records: 20040, Faults: "3 faults",
+			Aggregate: &verify.AggregateReport{Windows: verify.Tally{Reference: 1600, Read: 1600, Exact: 1600}, DeadLetters: verify.Tally{Reference: 40, Read: 40, Exact: 40}},
+			Tail:      &verify.TailReport{Records: 1600, Keys: 1600}, DeadLetterTail: &verify.TailReport{Records: 40, Keys: 40},
+		}
+	}
+	copyRow := &Result{Scenario: "copy", Topology: topologyPassthrough, Records: 10, Verify: &verify.Report{InputRecords: 10, OutputRecords: 10}, Tail: &verify.TailReport{Records: 10, Keys: 10}}
+	if r := exact(); !r.OK() || !copyRow.OK() {
+		t.Fatalf("exact rows not OK: %s; %s", r.Summary(), copyRow.Summary())
+	}
+
+	doubleCounted := exact()
+	doubleCounted.Scenario = "aggregate-double-counted"
+	doubleCounted.Aggregate.Windows.Exact, doubleCounted.Aggregate.Windows.Wrong = 1599, 1
+	dlTwice := exact()
+	dlTwice.Scenario = "aggregate-dead-letter-twice"
+	dlTwice.DeadLetterTail.Duplicates = 1
+	noReader := exact()
+	noReader.DeadLetterTail = nil
+	noJudge := exact()
+	noJudge.Aggregate = nil
+	onlyVerify := exact()
+	onlyVerify.Aggregate, onlyVerify.Verify = nil, copyRow.Verify
+	for _, r := range []*Result{doubleCounted, dlTwice, noReader, noJudge, onlyVerify} {
+		if r.OK() {
+			t.Errorf("%s is OK: %s", r.Scenario, r.Summary())
+		}
+	}
+
+	var b bytes.Buffer
+	WriteTable(&b, []*Result{exact(), copyRow, doubleCounted, dlTwice}, "eosctl chaos")
+	out := b.String()
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"| copy | 10 | ",
+		"| scenario | input records | faults injected |",
+		"| aggregate-x | 20040 | 3 faults | n/a | 1600 / 1600 | 0 / 0 / 0 / 0 | 40 / 40 | 0 / 0 / 0 / 0 | 0 | exactly once |",
+		"| aggregate-double-counted | 20040 | 3 faults | n/a | 1599 / 1600 | 0 / 0 / 1 / 0 | 40 / 40 | 0 / 0 / 0 / 0 | 0 | **FAILED** |",
+		"| aggregate-dead-letter-twice | 20040 | 3 faults | n/a | 1600 / 1600 | 0 / 0 / 0 / 0 | 40 / 40 | 0 / 0 / 0 / 0 | 1 | **FAILED** |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	if strings.Index(out, "| copy |") > strings.Index(out, "| aggregate-x |") {
+		t.Error("the stateful rows are not in a table after the passthrough rows")
+	}
+}
+
+// Each stateful scenario runs the faults of a passthrough scenario, and
+// "aggregate" selects exactly them.
+func TestStatefulScenariosMirrorTheirFaults(t *testing.T) {
+	agg, err := Lookup([]string{topologyAggregate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range agg {
+		names = append(names, s.Name)
+		if s.Topology != topologyAggregate || s.BrokerDefect {
+			t.Errorf("%s: topology %q, broker defect %v", s.Name, s.Topology, s.BrokerDefect)
+		}
+		if _, err := Lookup([]string{strings.TrimPrefix(s.Name, "aggregate-")}); err != nil {
+			t.Errorf("%s mirrors no passthrough scenario: %v", s.Name, err)
+		}
+	}
+	want := "aggregate-broker-clean-bounce aggregate-coordinator-moves aggregate-lost-responses aggregate-slow-coordinator aggregate-txn-timeout"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("aggregate scenarios %s, want %s", got, want)
+	}
+}
