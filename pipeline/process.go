@@ -31,12 +31,20 @@ func (w *Worker) processOne(ctx context.Context, sess *txn.Session, r *kgo.Recor
 	if w.col.err != nil {
 		return w.col.err
 	}
-	var dl *DeadLetterError
-	switch {
-	case perr == nil:
+	if perr == nil {
 		w.col.send()
 		return nil
-	case errors.As(perr, &dl):
+	}
+	return w.deadLetter(ctx, sess, r, mark, perr)
+}
+
+// deadLetter sends w.rec to the dead-letter topic if perr says so (a
+// DeadLetterError), undoing what processing it changed in state since mark;
+// any other error is returned. (Kept apart from processOne so that the
+// error target of errors.As is allocated only for records that fail.)
+func (w *Worker) deadLetter(ctx context.Context, sess *txn.Session, r *kgo.Record, mark int, perr error) error {
+	var dl *DeadLetterError
+	if errors.As(perr, &dl) {
 		if w.state != nil {
 			w.state.rollbackTo(mark)
 		}

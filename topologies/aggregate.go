@@ -66,6 +66,7 @@ type Aggregate struct {
 	repartition bool
 	store       string
 	env         *env
+	vals        []float64 // the current record's values, reused
 }
 
 type aggregation struct {
@@ -261,10 +262,10 @@ func (t *Aggregate) Process(_ context.Context, in *pipeline.Record, out pipeline
 	if t.repartition {
 		// Stage one: everything is evaluated here, so bad records are
 		// dead-lettered here; re-key by group, with the results.
-		out.Emit(pipeline.Output{To: t.store, Key: []byte(group), Value: t.encodeStaged(ts, vals, in.Value), Headers: in.Headers, Timestamp: in.Timestamp})
+		out.Emit(pipeline.Output{To: t.store, Key: group, Value: t.encodeStaged(ts, vals, in.Value), Headers: in.Headers, Timestamp: in.Timestamp})
 		return nil
 	}
-	return t.update(in.Store(t.store), group, ts, vals, out)
+	return t.update(in.Store(t.store), string(group), ts, vals, out)
 }
 
 // A repartition record's value is stage one's results followed by the input
@@ -289,23 +290,24 @@ func (t *Aggregate) decodeStaged(b []byte) (int64, []float64, []byte, error) {
 		return 0, nil, nil, pipeline.DeadLetter("repartition-format", fmt.Errorf("the repartition record was written by a different configuration (%d aggregations, this one has %d): a changed configuration needs a new --app", b[min(1, len(b)-1)], n))
 	}
 	ts := int64(binary.BigEndian.Uint64(b[2:]))
-	vals := make([]float64, n)
+	vals := t.scratch()
 	for i := range vals {
 		vals[i] = math.Float64frombits(binary.BigEndian.Uint64(b[10+8*i:]))
 	}
 	return ts, vals, b[10+8*n:], nil
 }
 
-func (t *Aggregate) group(in *pipeline.Record) (string, error) {
+// group returns the record's group, as the key of its repartition record.
+func (t *Aggregate) group(in *pipeline.Record) ([]byte, error) {
 	v, err := t.groupBy.eval(t.env.m)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	k, err := keyBytes(v)
 	if err != nil || k == nil {
-		return "", pipeline.DeadLetter("expression-error", fmt.Errorf("%s: group_by gave %v, want a string or number", t.groupBy.where, v))
+		return nil, pipeline.DeadLetter("expression-error", fmt.Errorf("%s: group_by gave %v, want a string or number", t.groupBy.where, v))
 	}
-	return string(k), nil
+	return k, nil
 }
 
 // eventTime returns the record's event time in Unix milliseconds.
@@ -332,9 +334,20 @@ func (t *Aggregate) eventTime(in *pipeline.Record) (int64, error) {
 	return 0, pipeline.DeadLetter("expression-error", fmt.Errorf("%s: time gave %v (%T), want Unix milliseconds or RFC 3339 text", t.time.where, v, v))
 }
 
-// values evaluates every aggregation's expression (count has none).
+// scratch returns the slice for the current record's values: one per
+// aggregation, reused from record to record (neither stage keeps them).
+func (t *Aggregate) scratch() []float64 {
+	if t.vals == nil {
+		t.vals = make([]float64, len(t.aggs))
+	}
+	return t.vals
+}
+
+// values evaluates every aggregation's expression (count has none). The
+// slice is reused by the next record.
 func (t *Aggregate) values() ([]float64, error) {
-	vals := make([]float64, len(t.aggs))
+	vals := t.scratch()
+	clear(vals)
 	for i, a := range t.aggs {
 		if a.e == nil {
 			continue

@@ -18,13 +18,16 @@ import (
 type jsonObject struct {
 	keys []string
 	raws [][]byte
+	// prev holds the keys of earlier records, by position: records of one
+	// topic nearly always repeat their field names in the same order, so
+	// the names are compared with these instead of allocated again.
+	prev []string
 }
 
 const maxJSONDepth = 1000
 
 // parse splits b, which must be exactly one JSON object.
 func (o *jsonObject) parse(b []byte) error {
-	clear(o.keys)
 	o.keys, o.raws = o.keys[:0], o.raws[:0]
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -45,14 +48,9 @@ func (o *jsonObject) parse(b []byte) error {
 			if err != nil {
 				return err
 			}
-			key := b[i+1 : end-1]
-			var name string
-			if esc || !utf8.Valid(key) {
-				if err := json.Unmarshal(b[i:end], &name); err != nil {
-					return fmt.Errorf("bad field name at byte %d: %w", i, err)
-				}
-			} else {
-				name = string(key)
+			name, err := o.name(len(o.keys), b[i:end], esc)
+			if err != nil {
+				return fmt.Errorf("bad field name at byte %d: %w", i, err)
 			}
 			i = skipSpace(b, end)
 			if i >= len(b) || b[i] != ':' {
@@ -81,6 +79,38 @@ func (o *jsonObject) parse(b []byte) error {
 		return fmt.Errorf("invalid JSON: data after the object at byte %d", i)
 	}
 	return nil
+}
+
+// name returns the field name of the quoted JSON string q, the n-th field
+// of the object, reusing the string the n-th field of an earlier record had
+// if it is the same.
+func (o *jsonObject) name(n int, q []byte, esc bool) (string, error) {
+	key := q[1 : len(q)-1]
+	if esc || !utf8.Valid(key) {
+		return unquote(q)
+	}
+	if n < len(o.prev) && o.prev[n] == string(key) { // compared without allocating
+		return o.prev[n], nil
+	}
+	name := string(key)
+	if n < len(o.prev) {
+		o.prev[n] = name
+	} else if n == len(o.prev) && n < maxRememberedKeys {
+		o.prev = append(o.prev, name)
+	}
+	return name, nil
+}
+
+// maxRememberedKeys bounds jsonObject.prev: objects with more fields than
+// this allocate the names of the rest.
+const maxRememberedKeys = 64
+
+// unquote decodes a JSON string with escapes, or with bytes encoding/json
+// replaces with U+FFFD.
+func unquote(q []byte) (string, error) {
+	var s string
+	err := json.Unmarshal(q, &s)
+	return s, err
 }
 
 // get returns the raw value of field name; the last one if it repeats, as
@@ -262,9 +292,7 @@ func decodeJSON(raw []byte) (any, error) {
 	case c == '"':
 		body := raw[1 : len(raw)-1]
 		if bytes.IndexByte(body, '\\') >= 0 || !utf8.Valid(body) {
-			var s string // escapes, or bytes encoding/json replaces with U+FFFD
-			err := json.Unmarshal(raw, &s)
-			return s, err
+			return unquote(raw)
 		}
 		return string(body), nil
 	case c == 't':
