@@ -27,7 +27,14 @@ type tenv struct {
 
 func newTEnv(t *testing.T) *tenv {
 	t.Helper()
-	b, err := broker.Start(broker.Config{MinSessionTimeout: time.Second})
+	return newTEnvWith(t, broker.Config{})
+}
+
+// newTEnvWith is newTEnv with a broker configured by cfg.
+func newTEnvWith(t *testing.T, cfg broker.Config) *tenv {
+	t.Helper()
+	cfg.MinSessionTimeout = time.Second
+	b, err := broker.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
