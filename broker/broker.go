@@ -57,6 +57,11 @@ type Config struct {
 	// Logger receives the cluster's own warnings and errors; nil discards.
 	Logger *slog.Logger
 
+	// RawLeaderEpochs leaves OffsetForLeaderEpoch to kfake alone, defect
+	// included, on a cluster of several nodes (see EpochGuard). Tests that
+	// show the defect set it.
+	RawLeaderEpochs bool
+
 	// Faults, if set, can break connections right after the broker has
 	// handled a request (see Faults). Tests use it.
 	Faults *Faults
@@ -68,8 +73,9 @@ type Config struct {
 
 // Broker is a running embedded cluster.
 type Broker struct {
-	c   *kfake.Cluster
-	cfg Config
+	c     *kfake.Cluster
+	cfg   Config
+	guard *EpochGuard // nil on one node or with RawLeaderEpochs
 }
 
 // Start starts the cluster and returns once every node is listening.
@@ -128,8 +134,19 @@ func Start(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: starting embedded cluster: %w", err)
 	}
-	return &Broker{c: c, cfg: cfg}, nil
+	b := &Broker{c: c, cfg: cfg}
+	if nodes > 1 && !cfg.RawLeaderEpochs {
+		if b.guard, err = newEpochGuard(c); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+	}
+	return b, nil
 }
+
+// EpochGuard returns the guard that corrects OffsetForLeaderEpoch answers
+// after leader moves, or nil if the cluster has none.
+func (b *Broker) EpochGuard() *EpochGuard { return b.guard }
 
 // Addrs returns the host:port of every node, in node order.
 func (b *Broker) Addrs() []string { return b.c.ListenAddrs() }
@@ -144,7 +161,12 @@ func (b *Broker) RTT() time.Duration { return b.cfg.RTT }
 
 // Close stops the cluster. With a DataDir it first writes the state to disk,
 // so a later Start on the same directory resumes where this one stopped.
-func (b *Broker) Close() { b.c.Close() }
+func (b *Broker) Close() {
+	b.c.Close()
+	if b.guard != nil {
+		b.guard.close()
+	}
+}
 
 func splitListen(listen string) (host string, port int, err error) {
 	if listen == "" {
