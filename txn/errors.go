@@ -68,6 +68,11 @@ func Classify(err error) Class {
 		return Fenced
 	}
 	switch {
+	case errors.Is(err, ErrOutcomeUnknown):
+		// Marked by whoever knew a context error left an outcome
+		// unknown (Session.End), which the next case would call
+		// Canceled.
+		return Unknown
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Canceled
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed),

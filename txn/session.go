@@ -160,7 +160,9 @@ type Result struct {
 // nil error means the outcome is known and in Result. A non-nil error has
 // been classified (see Classify): a fenced one is a *fencing.FencedError, and
 // after any error the Session must be closed and, unless fenced or denied,
-// reopened with Reopen.
+// reopened with Reopen. An error of ctx (its deadline passed while the flush
+// or the EndTxn was under way) wraps ErrOutcomeUnknown, so it classifies as
+// Unknown, not Canceled.
 func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 	start := time.Now()
 	res := Result{Records: s.records}
@@ -169,7 +171,8 @@ func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 		// whatever succeeded, so a record that fails during End's own
 		// flush would be lost while its offset commits.
 		if err := s.s.Client().Flush(ctx); err != nil {
-			return res, fmt.Errorf("txn: flushing the transaction of %q: %w", s.id, err)
+			// Only ctx ends a flush: records may still be in flight.
+			return res, fmt.Errorf("txn: flushing the transaction of %q: %w (%w)", s.id, err, ErrOutcomeUnknown)
 		}
 	}
 	s.mu.Lock()
@@ -191,7 +194,10 @@ func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 			err = Denied(Denied(err, "WRITE", "TransactionalId", s.id), "READ", "Group", s.group())
 			return res, fmt.Errorf("txn: ending transaction of %q: %w", s.id, err)
 		}
-		return res, fmt.Errorf("txn: ending transaction of %q (outcome unknown, commit=%v): %w", s.id, commit, err)
+		// ctx running out is no exception: a process paused past
+		// it (a GC pause, SIGSTOP) wakes up to a deadline that says
+		// nothing about the EndTxn it sent.
+		return res, fmt.Errorf("txn: ending transaction of %q (commit=%v): %w (%w)", s.id, commit, err, ErrOutcomeUnknown)
 	}
 	if prodErr != nil && Classify(prodErr) != Unknown {
 		// Aborted; a refused or invalid write will be refused again.
