@@ -37,7 +37,9 @@ func TestStatefulRowsReportTheirJudge(t *testing.T) {
 	noJudge.Aggregate = nil
 	onlyVerify := exact()
 	onlyVerify.Aggregate, onlyVerify.Verify = nil, copyRow.Verify
-	for _, r := range []*Result{doubleCounted, dlTwice, noReader, noJudge, onlyVerify} {
+	provedNothing := exact()
+	provedNothing.Error = "none of the freezes found the worker's transaction open"
+	for _, r := range []*Result{doubleCounted, dlTwice, noReader, noJudge, onlyVerify, provedNothing} {
 		if r.OK() {
 			t.Errorf("%s is OK: %s", r.Scenario, r.Summary())
 		}

@@ -46,7 +46,10 @@ type Result struct {
 	Tail           *verify.TailReport `json:"concurrent_reader"`
 	DeadLetterTail *verify.TailReport `json:"concurrent_dead_letter_reader,omitempty"`
 	Notes          []string           `json:"notes,omitempty"`
-	Elapsed        time.Duration      `json:"elapsed_ns"`
+	// Error is why the scenario failed besides its judges, as when it
+	// stopped early or its faults proved nothing.
+	Error   string        `json:"error,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
 }
 
 // Stateful reports whether the row is of the aggregate topology.
@@ -55,10 +58,9 @@ func (r *Result) Stateful() bool { return r.Topology == topologyAggregate }
 // OK reports whether exactly-once held: the judge of the row's topology
 // passed (verify for a copy; for the aggregate, the reference computed from
 // the input) and the concurrent read_committed readers saw no record twice.
-// A row without its judge or its readers, as when the scenario stopped
-// early, is not OK.
+// A row with an Error, or without its judge or its readers, is not OK.
 func (r *Result) OK() bool {
-	if r.Tail == nil || !r.Tail.OK() {
+	if r.Error != "" || r.Tail == nil || !r.Tail.OK() {
 		return false
 	}
 	if r.Stateful() {
@@ -96,6 +98,9 @@ func (r *Result) Summary() string {
 		if t != nil {
 			parts = append(parts, t.String())
 		}
+	}
+	if r.Error != "" {
+		parts = append(parts, "error: "+r.Error)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -167,6 +172,7 @@ func Run(ctx context.Context, s Scenario, bin string, sz Size, logs io.Writer) (
 	err = s.run(ctx, h, sz, res, w)
 	res.Elapsed = time.Since(start)
 	if err != nil {
+		res.Error = err.Error()
 		return res, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	return res, nil
@@ -329,9 +335,9 @@ func slowCoordinator(ctx context.Context, h *harness, sz Size, res *Result, w wo
 
 // txnTimeout freezes a worker past its transaction timeout, each time while
 // its transaction is open, so that the coordinator aborts it under the
-// worker. The input is paced to last through every freeze: a freeze of a
-// worker with nothing left to consume would hold no transaction and prove
-// nothing.
+// worker, which must re-initialise in place, not exit. The input is paced to
+// last through every freeze: a freeze of a worker with nothing left to
+// consume would hold no transaction and prove nothing.
 func txnTimeout(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	if err := h.inProcessBroker(ctx, broker.Config{}); err != nil {
 		return err
@@ -366,13 +372,20 @@ func txnTimeout(ctx context.Context, h *harness, sz Size, res *Result, w workloa
 	}
 	res.Faults = fmt.Sprintf("%d freezes of %s against a 2s transaction timeout, %d of them with the transaction open (input paced to last through them)", sz.Faults, freeze, open)
 	h.mu.Lock()
+	exited := len(h.exits)
 	for name, codes := range h.exits {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s exited with %v and was restarted", name, codes))
 	}
 	h.mu.Unlock()
 	res.Notes = append(res.Notes, fmt.Sprintf("%d re-initialisations in place", h.count("reinit")))
-	if err == nil && open == 0 {
+	switch {
+	case err != nil:
+	case open == 0:
 		err = fmt.Errorf("none of the %d freezes found the worker's transaction open: the drill proved nothing", sz.Faults)
+	case exited > 0:
+		// The group still knows a frozen worker (its session timeout is
+		// longer than the freeze): it must re-initialise in place.
+		err = fmt.Errorf("%d worker(s) exited instead of re-initialising in place: %v", exited, res.Notes)
 	}
 	return err
 }
