@@ -29,6 +29,7 @@ import (
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // harness runs one scenario's broker, clients and worker processes.
@@ -120,6 +121,40 @@ func (h *harness) bounceBroker(ctx context.Context, down time.Duration, hard boo
 	}
 	restarted = time.Now()
 	return restarted, h.ping(ctx, 20*time.Second)
+}
+
+// moveLeaders moves partition leaders of the in-process cluster, one of
+// three ways by how: 0 every partition of the cluster
+// (ShufflePartitionLeaders), 1 every partition of app's topics one node
+// over (MoveTopicPartition), 2 an election on every partition (an
+// ElectLeaders request, as an admin would send).
+func (h *harness) moveLeaders(ctx context.Context, app string, how int) error {
+	c := h.b.Cluster()
+	switch how {
+	case 0:
+		c.ShufflePartitionLeaders()
+	case 1:
+		topics, err := kadm.NewClient(h.cl).ListTopics(ctx)
+		if err != nil {
+			return fmt.Errorf("listing topics to move: %w", err)
+		}
+		nodes := int32(len(h.b.Addrs()))
+		for _, t := range topics.Sorted() {
+			if !strings.HasPrefix(t.Topic, app+"-") {
+				continue
+			}
+			for _, p := range t.Partitions.Sorted() {
+				if err := c.MoveTopicPartition(t.Topic, p.Partition, (p.Leader+1)%nodes); err != nil {
+					return fmt.Errorf("moving %s[%d]: %w", t.Topic, p.Partition, err)
+				}
+			}
+		}
+	case 2:
+		if _, err := kmsg.NewPtrElectLeadersRequest().RequestWith(ctx, h.cl); err != nil { // no topics: every partition
+			return fmt.Errorf("electing leaders: %w", err)
+		}
+	}
+	return nil
 }
 
 // connect connects to addrs, waiting up to 20s for a broker that is still

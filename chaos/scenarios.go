@@ -131,6 +131,7 @@ func Scenarios() []Scenario {
 		return brokerBounce(ctx, h, sz, res, w, false)
 	}}
 	moves := Scenario{Name: "coordinator-moves", Description: "3-node embedded cluster: group and transaction coordinators moved to other nodes mid-transaction", run: coordinatorMoves}
+	leaders := Scenario{Name: "partition-leader-moves", Description: "3-node embedded cluster: leaders of input, output and internal partitions moved to other nodes mid-transaction (shuffle, move, election in turn)", run: partitionLeaderMoves}
 	lost := Scenario{Name: "lost-responses", Description: "responses to EndTxn, TxnOffsetCommit, AddPartitionsToTxn and Produce dropped after the broker applied them (connection broken)", run: lostResponses}
 	slow := Scenario{Name: "slow-coordinator", Description: "EndTxn and TxnOffsetCommit responses held back longer than the worker's 2s request timeout", run: slowCoordinator}
 	timeout := Scenario{Name: "txn-timeout", Description: "a worker frozen (SIGSTOP) longer than its 2s transaction.timeout.ms: the coordinator aborts its transaction", run: txnTimeout}
@@ -139,11 +140,11 @@ func Scenarios() []Scenario {
 		{Name: "broker-hard-bounce", Description: "SIGKILL the `eosctl broker` process (persistent --data-dir, --sync-writes) mid-run and restart it on the same port", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 			return brokerBounce(ctx, h, sz, res, w, true)
 		}, BrokerDefect: true},
-		moves, lost, slow, timeout,
+		moves, leaders, lost, slow, timeout,
 		{Name: "transactional-input", Description: "the input itself written in transactions, a third of them aborted (control markers in the input)", run: transactionalInput},
 		{Name: "single-partition-order", Description: "one partition, workers SIGKILLed mid-transaction: output order equals input order", run: singlePartitionOrder},
 		{Name: "kip848-group", Description: "KIP-848 consumer group protocol (broker-side assignment), SIGKILLs and a rebalance 1 → 2 workers", run: kip848},
-		stateful(clean), stateful(moves), stateful(lost), stateful(slow), stateful(timeout),
+		stateful(clean), stateful(moves), stateful(leaders), stateful(lost), stateful(slow), stateful(timeout),
 	}
 }
 
@@ -275,11 +276,7 @@ func coordinatorMoves(ctx context.Context, h *harness, sz Size, res *Result, w w
 	err := runWith(ctx, h, sz, res, w, "moves", 6, 2, nil, func() error {
 		for range sz.Faults * 2 {
 			time.Sleep(spread(sz, sz.Faults*2))
-			// Partition-leader moves are left out: kfake answers
-			// OffsetForLeaderEpoch after ShufflePartitionLeaders as if
-			// the log had been truncated, which makes any client
-			// (readers included) report data loss that did not happen.
-			c.RehashCoordinators()
+			c.RehashCoordinators() // partition leaders: partitionLeaderMoves
 			moves = append(moves, time.Now())
 		}
 		return nil
@@ -287,6 +284,42 @@ func coordinatorMoves(ctx context.Context, h *harness, sz Size, res *Result, w w
 	for _, at := range moves {
 		res.Recovery = append(res.Recovery, h.recoveries(at)...)
 	}
+	return err
+}
+
+// partitionLeaderMoves moves partition leaders while the workers run, in
+// turn: every partition of the cluster at once (ShufflePartitionLeaders),
+// every partition of the app's topics one node over (MoveTopicPartition),
+// and an election on every partition (an ElectLeaders request). Each move
+// bumps the partition's leader epoch, so every fetcher and producer, the
+// workers and the readers alike, is told it talks to a former leader,
+// refreshes its metadata and validates its position on the new leader
+// (KIP-320). The broker's EpochGuard corrects kfake's answer to that
+// validation when nothing was appended since the move; the row's notes say
+// how often.
+func partitionLeaderMoves(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+	if err := h.inProcessBroker(ctx, broker.Config{Nodes: 3}); err != nil {
+		return err
+	}
+	const app = "leaders"
+	n := sz.Faults * 4
+	res.Faults = fmt.Sprintf("%d partition-leader moves", n)
+	var moves []time.Time
+	err := runWith(ctx, h, sz, res, w, app, 6, 2, nil, func() error {
+		for i := range n {
+			time.Sleep(spread(sz, n))
+			if err := h.moveLeaders(ctx, app, i%3); err != nil {
+				return err
+			}
+			moves = append(moves, time.Now())
+		}
+		return nil
+	})
+	for _, at := range moves {
+		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+	}
+	g := h.b.EpochGuard()
+	res.Notes = append(res.Notes, fmt.Sprintf("%d partition answers in %d OffsetForLeaderEpoch requests corrected by the embedded broker's EpochGuard (kfake answers an epoch with nothing appended yet as undefined)", g.Corrected(), g.Answered()))
 	return err
 }
 

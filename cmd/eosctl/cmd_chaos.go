@@ -105,8 +105,12 @@ the same scenarios in a short form. Exits 1 if any scenario fails.`,
 
 func scenarioList() string {
 	var b strings.Builder
+	width := 0
 	for _, s := range chaos.Scenarios() {
-		fmt.Fprintf(&b, "  %-30s %s\n", s.Name, s.Description)
+		width = max(width, len(s.Name))
+	}
+	for _, s := range chaos.Scenarios() {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, s.Name, s.Description)
 	}
 	return b.String()
 }
