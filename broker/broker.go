@@ -62,6 +62,12 @@ type Config struct {
 	// show the defect set it.
 	RawLeaderEpochs bool
 
+	// RawCrashRecovery leaves the recovery of a DataDir after a crash to
+	// kfake alone, defect included: no ABORT markers for the transactions
+	// the crash interrupted (see recover.go). Tests that show the defect
+	// set it.
+	RawCrashRecovery bool
+
 	// Faults, if set, can break connections right after the broker has
 	// handled a request (see Faults). Tests use it.
 	Faults *Faults
@@ -69,6 +75,13 @@ type Config struct {
 	// Opts are further kfake options, applied last (fault injection, SASL,
 	// TLS and ACLs in tests).
 	Opts []kfake.Opt
+}
+
+func (cfg Config) logger() *slog.Logger {
+	if cfg.Logger != nil {
+		return cfg.Logger
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // Broker is a running embedded cluster.
@@ -130,6 +143,11 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	opts = append(opts, cfg.Opts...)
 
+	if cfg.DataDir != "" && !cfg.RawCrashRecovery {
+		if err := recoverInterrupted(cfg, nodes, cfg.logger()); err != nil {
+			return nil, fmt.Errorf("broker: recovering transactions interrupted by a crash in %s: %w", cfg.DataDir, err)
+		}
+	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("broker: starting embedded cluster: %w", err)

@@ -44,10 +44,6 @@ func (s *syncBuf) Write(p []byte) (int, error) {
 // read_committed readers that ran during the faults saw no record twice.
 func TestScenariosPreserveExactlyOnce(t *testing.T) {
 	for _, s := range Scenarios() {
-		if s.BrokerDefect {
-			t.Logf("%s is left to `eosctl chaos`: the embedded broker's crash recovery fails it (RELIABILITY.md)", s.Name)
-			continue
-		}
 		t.Run(s.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()

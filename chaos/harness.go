@@ -14,10 +14,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,12 +44,15 @@ type harness struct {
 	// passthrough if empty.
 	topology []string
 
-	b       *broker.Broker  // in-process broker, if any
-	bproc   *supervise.Proc // broker process, if any
-	bargs   []string
-	brokers string
-	opts    []kgo.Opt
-	cl      *kgo.Client
+	b     *broker.Broker  // in-process broker, if any
+	bproc *supervise.Proc // broker process, if any
+	// interrupted counts the transactions the broker process's crash
+	// recovery aborted on its restarts.
+	interrupted atomic.Int64
+	bargs       []string
+	brokers     string
+	opts        []kgo.Opt
+	cl          *kgo.Client
 
 	mu      sync.Mutex
 	workers map[string]*supervise.Proc
@@ -88,7 +93,7 @@ func (h *harness) processBroker(ctx context.Context, extra ...string) error {
 		return err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	h.bargs = []string{"broker", "--listen", addr, "--data-dir", h.dir + "/broker", "--min-session-timeout", "1s", "--log-level", "error", "--sync-writes"}
+	h.bargs = []string{"broker", "--listen", addr, "--data-dir", h.dir + "/broker", "--min-session-timeout", "1s", "--log-level", "warn", "--sync-writes"}
 	h.bargs = append(h.bargs, extra...)
 	if err := h.startBroker(ctx); err != nil {
 		return err
@@ -97,7 +102,7 @@ func (h *harness) processBroker(ctx context.Context, extra ...string) error {
 }
 
 func (h *harness) startBroker(ctx context.Context) error {
-	p, err := supervise.Start(ctx, supervise.Config{Name: "broker", Bin: h.bin, Args: h.bargs, Stderr: h.logs})
+	p, err := supervise.Start(ctx, supervise.Config{Name: "broker", Bin: h.bin, Args: h.bargs, Stderr: recoveries{prefixed{h.logs, "broker"}, &h.interrupted}})
 	if err != nil {
 		return err
 	}
@@ -110,11 +115,18 @@ func (h *harness) startBroker(ctx context.Context) error {
 // same port and data directory. It returns when the new broker answers.
 func (h *harness) bounceBroker(ctx context.Context, down time.Duration, hard bool) (restarted time.Time, err error) {
 	if hard {
-		h.bproc.Kill()
+		// SIGUSR1: the broker SIGKILLs itself between two requests
+		// (broker.KillBetweenRequests says why not at any instant).
+		_ = h.bproc.Signal(syscall.SIGUSR1)
+		select {
+		case <-h.bproc.Done():
+		case <-time.After(10 * time.Second):
+			h.bproc.Kill()
+		}
 	} else {
 		_ = h.bproc.Signal(syscall.SIGTERM)
-		h.bproc.Wait()
 	}
+	h.bproc.Wait()
 	time.Sleep(down)
 	if err := h.startBroker(ctx); err != nil {
 		return time.Time{}, err
@@ -374,6 +386,23 @@ func (h *harness) judge(ctx context.Context, res *Result, in, out string, tail *
 		res.Tail = &tr
 	}
 	return nil
+}
+
+// recoveries passes a broker's log through and adds up the transactions
+// its crash recovery aborted (broker.RecoveredMessage).
+type recoveries struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+var recoveredCount = regexp.MustCompile(regexp.QuoteMeta(broker.RecoveredMessage) + `.*\btransactions=(\d+)`)
+
+func (r recoveries) Write(b []byte) (int, error) {
+	for _, m := range recoveredCount.FindAllSubmatch(b, -1) {
+		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		r.n.Add(n)
+	}
+	return r.w.Write(b)
 }
 
 // prefixed writes each line of a worker's stderr with its name.

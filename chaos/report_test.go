@@ -75,14 +75,14 @@ func TestStatefulScenariosMirrorTheirFaults(t *testing.T) {
 	var names []string
 	for _, s := range agg {
 		names = append(names, s.Name)
-		if s.Topology != topologyAggregate || s.BrokerDefect {
-			t.Errorf("%s: topology %q, broker defect %v", s.Name, s.Topology, s.BrokerDefect)
+		if s.Topology != topologyAggregate {
+			t.Errorf("%s: topology %q", s.Name, s.Topology)
 		}
 		if _, err := Lookup([]string{strings.TrimPrefix(s.Name, "aggregate-")}); err != nil {
 			t.Errorf("%s mirrors no passthrough scenario: %v", s.Name, err)
 		}
 	}
-	want := "aggregate-broker-clean-bounce aggregate-coordinator-moves aggregate-lost-responses aggregate-slow-coordinator aggregate-txn-timeout"
+	want := "aggregate-broker-clean-bounce aggregate-broker-hard-bounce aggregate-coordinator-moves aggregate-partition-leader-moves aggregate-lost-responses aggregate-slow-coordinator aggregate-txn-timeout"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("aggregate scenarios %s, want %s", got, want)
 	}

@@ -117,10 +117,6 @@ type Scenario struct {
 	// Topology is what the workers run: passthrough or aggregate.
 	Topology string
 	run      func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error
-	// BrokerDefect marks a drill that the embedded broker itself cannot pass
-	// (see RELIABILITY.md): `eosctl chaos` runs and reports it, the test
-	// suite does not, since its failure says nothing about eos.
-	BrokerDefect bool
 }
 
 // Scenarios lists the drills in the order RELIABILITY.md presents them:
@@ -130,6 +126,9 @@ func Scenarios() []Scenario {
 	clean := Scenario{Name: "broker-clean-bounce", Description: "stop the `eosctl broker` process with SIGTERM mid-run and restart it on the same port and data dir", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 		return brokerBounce(ctx, h, sz, res, w, false)
 	}}
+	hard := Scenario{Name: "broker-hard-bounce", Description: "SIGKILL the `eosctl broker` process (persistent --data-dir, --sync-writes) between two requests mid-run and restart it on the same port", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+		return brokerBounce(ctx, h, sz, res, w, true)
+	}}
 	moves := Scenario{Name: "coordinator-moves", Description: "3-node embedded cluster: group and transaction coordinators moved to other nodes mid-transaction", run: coordinatorMoves}
 	leaders := Scenario{Name: "partition-leader-moves", Description: "3-node embedded cluster: leaders of input, output and internal partitions moved to other nodes mid-transaction (shuffle, move, election in turn)", run: partitionLeaderMoves}
 	lost := Scenario{Name: "lost-responses", Description: "responses to EndTxn, TxnOffsetCommit, AddPartitionsToTxn and Produce dropped after the broker applied them (connection broken)", run: lostResponses}
@@ -137,14 +136,12 @@ func Scenarios() []Scenario {
 	timeout := Scenario{Name: "txn-timeout", Description: "a worker frozen (SIGSTOP) longer than its 2s transaction.timeout.ms: the coordinator aborts its transaction", run: txnTimeout}
 	return []Scenario{
 		clean,
-		{Name: "broker-hard-bounce", Description: "SIGKILL the `eosctl broker` process (persistent --data-dir, --sync-writes) mid-run and restart it on the same port", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
-			return brokerBounce(ctx, h, sz, res, w, true)
-		}, BrokerDefect: true},
+		hard,
 		moves, leaders, lost, slow, timeout,
 		{Name: "transactional-input", Description: "the input itself written in transactions, a third of them aborted (control markers in the input)", run: transactionalInput},
 		{Name: "single-partition-order", Description: "one partition, workers SIGKILLed mid-transaction: output order equals input order", run: singlePartitionOrder},
 		{Name: "kip848-group", Description: "KIP-848 consumer group protocol (broker-side assignment), SIGKILLs and a rebalance 1 → 2 workers", run: kip848},
-		stateful(clean), stateful(moves), stateful(leaders), stateful(lost), stateful(slow), stateful(timeout),
+		stateful(clean), stateful(hard), stateful(moves), stateful(leaders), stateful(lost), stateful(slow), stateful(timeout),
 	}
 }
 
@@ -241,9 +238,14 @@ func brokerBounce(ctx context.Context, h *harness, sz Size, res *Result, w workl
 	}
 	how := "SIGTERMs"
 	if hard {
-		how = "SIGKILLs"
+		how = "SIGKILLs (between two requests)"
 	}
 	res.Faults = fmt.Sprintf("%d broker %s, 500ms down each", sz.Faults, how)
+	defer func() {
+		if hard {
+			res.Faults += fmt.Sprintf(" (%d open transactions aborted by the restarted broker's crash recovery)", h.interrupted.Load())
+		}
+	}()
 	var bounces []time.Time
 	sz.Records = 0 // already produced
 	err = runWith(ctx, h, sz, res, w, "bounce", 6, 2, []string{"--max-txn-records", "50"}, func() error {

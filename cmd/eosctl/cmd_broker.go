@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/eosctl/eos/broker"
@@ -21,7 +23,10 @@ TCP, with transactions, consumer groups and read_committed fetches, on
 consecutive ports from --listen. State is persisted under --data-dir, so a
 restart keeps topics, committed offsets and transaction state. Prints one
 address per line on stdout once listening; SIGINT or SIGTERM shuts it down
-cleanly, writing its state to disk.
+cleanly, writing its state to disk. SIGUSR1 makes it SIGKILL itself between
+two requests, a crash for fault drills: a restart on the same --data-dir
+(with --sync-writes) recovers what it had acknowledged, and aborts the
+transactions the crash interrupted.
 
 The embedded cluster is for trying eos and for tests: it does not replicate
 across machines. Point --brokers at a real Kafka cluster for anything else.`,
@@ -57,6 +62,15 @@ across machines. Point --brokers at a real Kafka cluster for anything else.`,
 			log.Info("embedded broker listening", "addrs", strings.Join(b.Addrs(), ","), "data_dir", cfg.DataDir, "rtt", cfg.RTT)
 			ctx, stop := signalContext()
 			defer stop()
+			// SIGUSR1: crash (SIGKILL) between two requests, for the
+			// chaos suite's hard bounce (see broker.KillBetweenRequests).
+			crash := make(chan os.Signal, 1)
+			signal.Notify(crash, syscall.SIGUSR1)
+			go func() {
+				<-crash
+				log.Warn("SIGUSR1: killing this broker between two requests")
+				b.KillBetweenRequests()
+			}()
 			<-ctx.Done()
 			log.Info("shutting down; writing state to disk")
 			b.Close()
