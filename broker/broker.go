@@ -186,6 +186,19 @@ func (b *Broker) Close() {
 	}
 }
 
+// FreeAddr returns a loopback host:port that nothing listens on right now,
+// for a broker (or a metrics endpoint) that must be restarted on the same
+// address. Another process may take it first; the caller's listen fails
+// then.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
 func splitListen(listen string) (host string, port int, err error) {
 	if listen == "" {
 		return "127.0.0.1", 0, nil

@@ -260,34 +260,12 @@ func (l *scanLog) epochsFrom(pid, offset int64) int {
 // empty transaction on parts: the coordinator writes an ABORT marker to
 // each of them.
 func abortAs(ctx context.Context, cl *kgo.Client, pid int64, parts []partitionRef) error {
-	list := kmsg.NewPtrListTransactionsRequest()
-	list.ProducerIDFilters = []int64{pid}
-	listed, err := list.RequestWith(ctx, cl)
+	txn, err := holderOf(ctx, kadm.NewClient(cl), pid)
 	if err != nil {
 		return err
-	}
-	if len(listed.TransactionStates) != 1 {
-		return fmt.Errorf("no transactional id holds the producer id (%d found)", len(listed.TransactionStates))
-	}
-	id := listed.TransactionStates[0].TransactionalID
-	describe := kmsg.NewPtrDescribeTransactionsRequest()
-	describe.TransactionalIDs = []string{id}
-	described, err := describe.RequestWith(ctx, cl)
-	if err != nil {
-		return err
-	}
-	if len(described.TransactionStates) != 1 {
-		return fmt.Errorf("transactional id %q not described", id)
-	}
-	st := described.TransactionStates[0]
-	if err := kerr.ErrorForCode(st.ErrorCode); err != nil {
-		return fmt.Errorf("describing transactional id %q: %w", id, err)
-	}
-	if st.ProducerID != pid || st.State != "Empty" {
-		return fmt.Errorf("transactional id %q holds producer id %d in state %s, want %d Empty", id, st.ProducerID, st.State, pid)
 	}
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, st.ProducerEpoch
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = txn.TxnID, pid, txn.ProducerEpoch
 	byTopic := map[string][]int32{}
 	for _, p := range parts {
 		byTopic[p.Topic] = append(byTopic[p.Topic], p.Partition)
@@ -304,20 +282,46 @@ func abortAs(ctx context.Context, cl *kgo.Client, pid int64, parts []partitionRe
 	for _, t := range added.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return fmt.Errorf("adding %s[%d] to the transaction of %q: %w", t.Topic, p.Partition, id, err)
+				return fmt.Errorf("adding %s[%d] to the transaction of %q: %w", t.Topic, p.Partition, txn.TxnID, err)
 			}
 		}
 	}
 	end := kmsg.NewPtrEndTxnRequest()
-	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, st.ProducerEpoch, false
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txn.TxnID, pid, txn.ProducerEpoch, false
 	ended, err := end.RequestWith(ctx, cl)
-	if err != nil {
-		return err
+	if err == nil {
+		err = kerr.ErrorForCode(ended.ErrorCode)
 	}
-	if err := kerr.ErrorForCode(ended.ErrorCode); err != nil {
-		return fmt.Errorf("aborting the transaction of %q: %w", id, err)
+	if err != nil {
+		return fmt.Errorf("aborting the transaction of %q: %w", txn.TxnID, err)
 	}
 	return nil
+}
+
+// holderOf returns the transactional id that holds producer id pid, with
+// no transaction open (a restarted kfake knows none).
+func holderOf(ctx context.Context, adm *kadm.Client, pid int64) (kadm.DescribedTransaction, error) {
+	listed, err := adm.ListTransactions(ctx, []int64{pid}, nil)
+	if err != nil {
+		return kadm.DescribedTransaction{}, err
+	}
+	if len(listed) != 1 {
+		return kadm.DescribedTransaction{}, fmt.Errorf("no transactional id holds the producer id (%d found)", len(listed))
+	}
+	described, err := adm.DescribeTransactions(ctx, listed.TransactionalIDs()...)
+	if err != nil {
+		return kadm.DescribedTransaction{}, err
+	}
+	for _, txn := range described {
+		switch {
+		case txn.Err != nil:
+			return txn, fmt.Errorf("describing transactional id %q: %w", txn.TxnID, txn.Err)
+		case txn.ProducerID != pid || txn.State != "Empty":
+			return txn, fmt.Errorf("transactional id %q holds producer id %d in state %s, want %d Empty", txn.TxnID, txn.ProducerID, txn.State, pid)
+		}
+		return txn, nil
+	}
+	return kadm.DescribedTransaction{}, fmt.Errorf("transactional id %v not described", listed.TransactionalIDs())
 }
 
 // KillBetweenRequests SIGKILLs this process just before the cluster handles

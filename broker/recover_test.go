@@ -3,12 +3,10 @@ package broker
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"slices"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -18,18 +16,17 @@ import (
 )
 
 // TestMain doubles as a broker process: with EOS_TEST_BROKER set to
-// "DIR PORT RAW" it runs a broker on that data directory and port until it
+// "DIR ADDR RAW" it runs a broker on that data directory and port until it
 // is killed, so that tests can SIGKILL a real process.
 func TestMain(m *testing.M) {
 	if spec := os.Getenv("EOS_TEST_BROKER"); spec != "" {
-		var dir string
-		var port int
+		var dir, addr string
 		var raw bool
-		if _, err := fmt.Sscan(spec, &dir, &port, &raw); err != nil {
+		if _, err := fmt.Sscan(spec, &dir, &addr, &raw); err != nil {
 			fmt.Fprintln(os.Stderr, "EOS_TEST_BROKER:", err)
 			os.Exit(2)
 		}
-		b, err := Start(Config{DataDir: dir, SyncWrites: true, Listen: "127.0.0.1:" + strconv.Itoa(port), RawCrashRecovery: raw})
+		b, err := Start(Config{DataDir: dir, SyncWrites: true, Listen: addr, RawCrashRecovery: raw})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -48,7 +45,6 @@ func TestMain(m *testing.M) {
 type brokerProc struct {
 	t         *testing.T
 	dir, addr string
-	port      int
 	raw       bool
 	cmd       *exec.Cmd
 }
@@ -56,7 +52,7 @@ type brokerProc struct {
 func (p *brokerProc) start() {
 	p.t.Helper()
 	p.cmd = exec.Command(os.Args[0], "-test.run", "^$")
-	p.cmd.Env = append(os.Environ(), fmt.Sprintf("EOS_TEST_BROKER=%s %d %v", p.dir, p.port, p.raw))
+	p.cmd.Env = append(os.Environ(), fmt.Sprintf("EOS_TEST_BROKER=%s %s %v", p.dir, p.addr, p.raw))
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		p.t.Fatal(err)
@@ -84,12 +80,11 @@ func (p *brokerProc) kill() {
 // returns what read_committed shows then, and after a second SIGKILL and
 // restart.
 func crashAndResume(t *testing.T, raw bool) (afterOne, afterTwo []string) {
-	port, err := freeListener()
+	addr, err := FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &brokerProc{t: t, dir: t.TempDir(), port: port, raw: raw}
-	p.addr = "127.0.0.1:" + strconv.Itoa(port)
+	p := &brokerProc{t: t, dir: t.TempDir(), addr: addr, raw: raw}
 	p.start()
 	defer func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -174,14 +169,4 @@ func TestCrashInterruptedTransactionIsAbortedAndLaterCommitsVisible(t *testing.T
 	if !slices.Equal(afterOne, want) || !slices.Equal(afterTwo, want) {
 		t.Fatalf("read_committed shows %v after the first crash and %v after the second; want %v both times", afterOne, afterTwo, want)
 	}
-}
-
-// freeListener returns a port that was free a moment ago.
-func freeListener() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

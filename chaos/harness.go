@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"regexp"
 	"sort"
@@ -88,11 +87,10 @@ func (h *harness) inProcessBroker(ctx context.Context, cfg broker.Config) error 
 // processBroker starts `eosctl broker` as a child process on a fixed port
 // with a data directory, so that it can be SIGKILLed and restarted.
 func (h *harness) processBroker(ctx context.Context, extra ...string) error {
-	port, err := freePort()
+	addr, err := broker.FreeAddr()
 	if err != nil {
 		return err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	h.bargs = []string{"broker", "--listen", addr, "--data-dir", h.dir + "/broker", "--min-session-timeout", "1s", "--log-level", "warn", "--sync-writes"}
 	h.bargs = append(h.bargs, extra...)
 	if err := h.startBroker(ctx); err != nil {
@@ -192,15 +190,6 @@ func (h *harness) ping(ctx context.Context, within time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // close stops everything and removes the scenario's files.

@@ -79,14 +79,14 @@ func Soak(ctx context.Context, bin string, d time.Duration, rate int, interval t
 		return nil, err
 	}
 	defer tail.Stop()
-	var ports []int
+	var addrs []string
 	for i := range 2 {
-		p, err := freePort()
+		addr, err := broker.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
-		ports = append(ports, p)
-		if err := h.startWorker(ctx, app, i, in, out, "--metrics-addr", "127.0.0.1:"+strconv.Itoa(p)); err != nil {
+		addrs = append(addrs, addr)
+		if err := h.startWorker(ctx, app, i, in, out, "--metrics-addr", addr); err != nil {
 			return nil, err
 		}
 	}
@@ -110,11 +110,11 @@ loop:
 				s.OutputRate = float64(got-prevOut) / now.Sub(prevAt).Seconds()
 				prevOut, prevAt = got, now
 			}
-			for i, port := range ports {
+			for i, addr := range addrs {
 				if p := h.worker(fmt.Sprintf("%s-%d", app, i)); p != nil {
 					s.RSSBytes += rss(p.PID())
 				}
-				s.Goroutines += goroutines(port)
+				s.Goroutines += goroutines(addr)
 			}
 			res.Samples = append(res.Samples, s)
 		}
@@ -149,8 +149,8 @@ func rss(pid int) int64 {
 }
 
 // goroutines scrapes go_goroutines from a worker's /metrics.
-func goroutines(port int) int {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+func goroutines(addr string) int {
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return 0
 	}

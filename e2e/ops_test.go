@@ -26,12 +26,11 @@ import (
 // freeAddr returns a loopback host:port nothing listens on right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := broker.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // cli runs eosctl with args (stdin empty) and returns its exit code,
