@@ -55,7 +55,9 @@ import (
 
 // recoverInterrupted writes the ABORT markers kfake omitted for transactions
 // open when it last stopped without a clean shutdown (see above). It does
-// nothing for a directory without persisted state.
+// nothing for a directory without persisted state. A producer it cannot
+// abort for (its transactional id expired, say) is logged, not fatal; an
+// error means the directory could not be read at all.
 func recoverInterrupted(cfg Config, nodes int, log *slog.Logger) error {
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "meta.json")); err != nil {
 		return nil // nothing persisted yet
@@ -84,14 +86,19 @@ func recoverInterrupted(cfg Config, nodes int, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	aborted := 0
 	for _, pid := range slices.Sorted(maps.Keys(open)) {
 		if err := abortAs(ctx, cl, pid, open[pid]); err != nil {
-			return fmt.Errorf("writing the ABORT markers of producer id %d on %v: %w", pid, open[pid], err)
+			// The broker still starts: unavailable is worse than this.
+			log.Error("could not write the ABORT markers of a transaction the last crash interrupted; read_committed readers may miss the producer's later commits on these partitions",
+				"producer_id", pid, "partitions", fmt.Sprint(open[pid]), "err", err)
+			continue
 		}
+		aborted++
 		log.Info("wrote the ABORT markers of a transaction the last crash interrupted", "producer_id", pid, "partitions", fmt.Sprint(open[pid]))
 	}
-	if len(open) > 0 {
-		log.Warn(RecoveredMessage, "transactions", len(open), "duration", time.Since(start).Round(time.Millisecond))
+	if aborted > 0 {
+		log.Warn(RecoveredMessage, "transactions", aborted, "duration", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }
