@@ -43,24 +43,20 @@ at results, not for bulk export. It joins no group and commits nothing.`,
   eosctl consume --topic orders-dlq --headers`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts, err := g.clientOpts()
-			if err != nil {
-				return err
-			}
 			ctx, stop := signalContext()
 			defer stop()
-			cl, err := admin.Connect(ctx, g.timeout, opts...)
+			c, err := g.connectAdmin(ctx)
 			if err != nil {
 				return err
 			}
-			_, err = admin.Partitions(ctx, cl, topic)
-			cl.Close()
+			_, err = admin.Partitions(ctx, c.cl, topic)
+			c.close()
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			byPart, err := committed.Read(ctx, opts, topic)
+			byPart, err := committed.Read(ctx, c.opts, topic)
 			if err != nil {
 				return err
 			}

@@ -31,24 +31,20 @@ else is; 1 with the first offending keys otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Timeout = g.timeout
-			opts, err := g.clientOpts()
-			if err != nil {
-				return err
-			}
 			ctx, stop := signalContext()
 			defer stop()
-			cl, err := admin.Connect(ctx, g.timeout, opts...)
+			c, err := g.connectAdmin(ctx)
 			if err != nil {
 				return err
 			}
 			for _, t := range []string{cfg.Input, cfg.Output} {
-				if _, err := admin.Partitions(ctx, cl, t); err != nil {
-					cl.Close()
+				if _, err := admin.Partitions(ctx, c.cl, t); err != nil {
+					c.close()
 					return err
 				}
 			}
-			cl.Close()
-			rep, err := verify.Run(ctx, opts, cfg)
+			c.close()
+			rep, err := verify.Run(ctx, c.opts, cfg)
 			if err != nil {
 				return err
 			}
