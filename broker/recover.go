@@ -91,11 +91,11 @@ func recoverInterrupted(cfg Config, nodes int, log *slog.Logger) error {
 		if err := abortAs(ctx, cl, pid, open[pid]); err != nil {
 			// The broker still starts: unavailable is worse than this.
 			log.Error("could not write the ABORT markers of a transaction the last crash interrupted; read_committed readers may miss the producer's later commits on these partitions",
-				"producer_id", pid, "partitions", fmt.Sprint(open[pid]), "err", err)
+				"producer_id", pid, "partitions", fmt.Sprint(open[pid].Sorted()), "err", err)
 			continue
 		}
 		aborted++
-		log.Info("wrote the ABORT markers of a transaction the last crash interrupted", "producer_id", pid, "partitions", fmt.Sprint(open[pid]))
+		log.Info("wrote the ABORT markers of a transaction the last crash interrupted", "producer_id", pid, "partitions", fmt.Sprint(open[pid].Sorted()))
 	}
 	if aborted > 0 {
 		log.Warn(RecoveredMessage, "transactions", aborted, "duration", time.Since(start).Round(time.Millisecond))
@@ -107,22 +107,14 @@ func recoverInterrupted(cfg Config, nodes int, log *slog.Logger) error {
 // "transactions", after aborting the transactions a crash interrupted.
 const RecoveredMessage = "aborted the transactions the last crash interrupted"
 
-// partitionRef names a partition.
-type partitionRef struct {
-	Topic     string
-	Partition int32
-}
-
-func (p partitionRef) String() string { return fmt.Sprintf("%s[%d]", p.Topic, p.Partition) }
-
 // unterminated returns, by producer id, the partitions where an aborted
 // range of that producer has no ABORT marker after it.
-func unterminated(ctx context.Context, cl *kgo.Client, log *slog.Logger) (map[int64][]partitionRef, error) {
+func unterminated(ctx context.Context, cl *kgo.Client, log *slog.Logger) (map[int64]kadm.TopicsSet, error) {
 	md, err := kadm.NewClient(cl).Metadata(ctx)
 	if err != nil {
 		return nil, err
 	}
-	open := map[int64][]partitionRef{}
+	open := map[int64]kadm.TopicsSet{}
 	for _, t := range md.Topics.Sorted() {
 		for _, p := range t.Partitions.Sorted() {
 			pl := scanLog{topic: t.Topic, id: t.ID, partition: p.Partition}
@@ -130,7 +122,9 @@ func unterminated(ctx context.Context, cl *kgo.Client, log *slog.Logger) (map[in
 				return nil, fmt.Errorf("reading %s[%d]: %w", t.Topic, p.Partition, err)
 			}
 			for _, pid := range pl.unterminated(log.Warn) {
-				open[pid] = append(open[pid], partitionRef{t.Topic, p.Partition})
+				set := open[pid]
+				set.Add(t.Topic, p.Partition)
+				open[pid] = set
 			}
 		}
 	}
@@ -266,20 +260,16 @@ func (l *scanLog) epochsFrom(pid, offset int64) int {
 // abortAs aborts, as the transactional id that holds producer id pid, an
 // empty transaction on parts: the coordinator writes an ABORT marker to
 // each of them.
-func abortAs(ctx context.Context, cl *kgo.Client, pid int64, parts []partitionRef) error {
+func abortAs(ctx context.Context, cl *kgo.Client, pid int64, parts kadm.TopicsSet) error {
 	txn, err := holderOf(ctx, kadm.NewClient(cl), pid)
 	if err != nil {
 		return err
 	}
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch = txn.TxnID, pid, txn.ProducerEpoch
-	byTopic := map[string][]int32{}
-	for _, p := range parts {
-		byTopic[p.Topic] = append(byTopic[p.Topic], p.Partition)
-	}
-	for _, t := range slices.Sorted(maps.Keys(byTopic)) {
+	for _, t := range parts.Sorted() {
 		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
-		rt.Topic, rt.Partitions = t, byTopic[t]
+		rt.Topic, rt.Partitions = t.Topic, t.Partitions
 		add.Topics = append(add.Topics, rt)
 	}
 	added, err := add.RequestWith(ctx, cl)
