@@ -100,7 +100,7 @@ func (h *harness) processBroker(ctx context.Context, extra ...string) error {
 }
 
 func (h *harness) startBroker(ctx context.Context) error {
-	p, err := supervise.Start(ctx, supervise.Config{Name: "broker", Bin: h.bin, Args: h.bargs, Stderr: recoveries{prefixed{h.logs, "broker"}, &h.interrupted}})
+	p, err := supervise.Start(ctx, supervise.Config{Name: "broker", Bin: h.bin, Args: h.bargs, Stderr: interruptedCounter{prefixed{h.logs, "broker"}, &h.interrupted}})
 	if err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func (h *harness) superviseWorkers(ctx context.Context) {
 	}()
 }
 
-// commitsAfter returns, per worker, the delay from t to its first commit
+// recoveries returns, per worker, the delay from t to its first commit
 // after t: how long it took to recover from a fault at t.
 func (h *harness) recoveries(t time.Time) []time.Duration {
 	h.mu.Lock()
@@ -377,16 +377,16 @@ func (h *harness) judge(ctx context.Context, res *Result, in, out string, tail *
 	return nil
 }
 
-// recoveries passes a broker's log through and adds up the transactions
-// its crash recovery aborted (broker.RecoveredMessage).
-type recoveries struct {
+// interruptedCounter passes a broker's log through and adds up the
+// transactions its crash recovery aborted (broker.RecoveredMessage).
+type interruptedCounter struct {
 	w io.Writer
 	n *atomic.Int64
 }
 
 var recoveredCount = regexp.MustCompile(regexp.QuoteMeta(broker.RecoveredMessage) + `.*\btransactions=(\d+)`)
 
-func (r recoveries) Write(b []byte) (int, error) {
+func (r interruptedCounter) Write(b []byte) (int, error) {
 	for _, m := range recoveredCount.FindAllSubmatch(b, -1) {
 		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
 		r.n.Add(n)
