@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +32,9 @@ import (
 // assignment of its partitions (after the group join) until its group has
 // committed everything in the input and in any internal topic: the input's
 // records per second, whatever internal topics a mode adds. It reports each
-// mode's median and its ratio to passthrough.
+// mode's median, its ratio to passthrough, and the CPU the process used per
+// input record (every mode is CPU-bound on 2 cores, so the ratios are
+// ratios of CPU per record).
 //
 // The backlog is large on purpose: a repartitioning mode finishes at least
 // two commit intervals after its last input record (one to commit the
@@ -72,6 +75,7 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 	}
 	ctx := context.Background()
 	rates := map[string][]float64{}
+	cpus := map[string][]float64{} // µs of the process's CPU per input record
 	var seq atomic.Int64
 	b.ResetTimer()
 	for range b.N {
@@ -104,7 +108,9 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 			if m.repart != "" {
 				topics = append(topics, id+"-"+m.repart+"-repartition")
 			}
-			rates[m.name] = append(rates[m.name], drain(b, ctx, cl, opts, id, m.topo, n/m.share, tr, topics))
+			rate, cpu := drain(b, ctx, cl, opts, id, m.topo, n/m.share, tr, topics)
+			rates[m.name] = append(rates[m.name], rate)
+			cpus[m.name] = append(cpus[m.name], cpu)
 			cl.Close()
 			br.Close()
 		}
@@ -117,13 +123,17 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 		if m.name != "passthrough" {
 			b.ReportMetric(r/base, m.name+"/passthrough")
 		}
-		b.Logf("%-26s median %8.0f records/s (%.2f of passthrough) over %v", m.name, r, r/base, rates[m.name])
+		c := median(cpus[m.name])
+		b.ReportMetric(c, m.name+"-cpu-µs/rec")
+		b.Logf("%-26s median %8.0f records/s (%.2f of passthrough) over %v; CPU %.2f µs a record over %.2f", m.name, r, r/base, rates[m.name], c, cpus[m.name])
 	}
 }
 
 // drain runs one worker until its group has consumed every record of
-// topics and returns the input's records per second from the assignment on.
-func drain(b *testing.B, ctx context.Context, cl *kgo.Client, opts []kgo.Opt, app, topology string, n int64, tr pipeline.Transform, topics []string) float64 {
+// topics and returns the input's records per second from the assignment on,
+// and the CPU time the whole process (worker, broker, this poll) used per
+// input record meanwhile, in µs.
+func drain(b *testing.B, ctx context.Context, cl *kgo.Client, opts []kgo.Opt, app, topology string, n int64, tr pipeline.Transform, topics []string) (rate, cpuPerRecord float64) {
 	var assignedAt atomic.Int64
 	w, err := pipeline.New(pipeline.Config{App: app, Instance: "0", Inputs: topics[:1], Output: app + "-out", Topology: topology,
 		SessionTimeout: 6 * time.Second, ClientOpts: opts,
@@ -138,6 +148,7 @@ func drain(b *testing.B, ctx context.Context, cl *kgo.Client, opts []kgo.Opt, ap
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
+	cpu0 := processCPU(b)
 	go func() { done <- w.Run(wctx) }()
 	for {
 		time.Sleep(10 * time.Millisecond)
@@ -145,12 +156,21 @@ func drain(b *testing.B, ctx context.Context, cl *kgo.Client, opts []kgo.Opt, ap
 			break
 		}
 	}
-	end := time.Now()
+	end, cpu := time.Now(), processCPU(b)-cpu0
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	return float64(n) / end.Sub(time.Unix(0, assignedAt.Load())).Seconds()
+	return float64(n) / end.Sub(time.Unix(0, assignedAt.Load())).Seconds(), float64(cpu.Microseconds()) / float64(n)
+}
+
+// processCPU returns the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(xs []float64) float64 {
