@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eosctl/eos/txn"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -55,17 +56,22 @@ func (c *collector) Emit(o Output) {
 	if topic == "" {
 		topic = c.output
 	}
-	ts := o.Timestamp
-	if ts.IsZero() {
-		ts = c.in.Timestamp
-	}
-	r := &kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Timestamp: ts}
-	if topic == c.repartition && c.repartition != "" {
+	r := &kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Timestamp: o.Timestamp}
+	switch {
+	case c.in == nil: // a Flusher's output: it stands for no one record
+		if r.Timestamp.IsZero() {
+			r.Timestamp = time.Now()
+		}
+		r.Headers = withoutInternal(o.Headers, len(o.Headers))
+	case topic == c.repartition && c.repartition != "":
 		// Internal: read back by this app with read_committed only, so
 		// no idempotency key, but the source for dead letters.
 		r.Headers = append(withoutInternal(o.Headers, len(o.Headers)+1), kgo.RecordHeader{Key: SourceHeader, Value: c.source()})
-	} else {
+	default:
 		r.Headers = c.headers(o.Headers)
+	}
+	if r.Timestamp.IsZero() {
+		r.Timestamp = c.in.Timestamp
 	}
 	c.index++
 	c.pending = append(c.pending, r)

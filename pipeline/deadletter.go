@@ -32,6 +32,18 @@ type DeadLetterError struct {
 	// the record's: a Transform reading its own internal encoding (from a
 	// repartition topic, say) gives back the original value here.
 	Value []byte
+	// Sources, if not empty, are the input records the record being
+	// processed stands for (a combiner's partial result, say): each of them
+	// is dead-lettered, as read back from its topic with read_committed,
+	// instead of the record itself. See sources.go.
+	Sources []Source
+}
+
+// Source names an input record by its coordinates.
+type Source struct {
+	Topic     string
+	Partition int32
+	Offset    int64
 }
 
 func (e *DeadLetterError) Error() string { return e.Reason + ": " + e.Err.Error() }

@@ -51,8 +51,14 @@ func (w *Worker) deadLetter(ctx context.Context, sess *txn.Session, r *kgo.Recor
 		if err := w.ensureDLQ(ctx, sess); err != nil {
 			return err
 		}
-		sess.Produce(deadLetterRecord(w.cfg.DLQ, w.cfg.Topology, &w.rec, dl))
-		w.deadLetters++
+		if len(dl.Sources) > 0 {
+			if err := w.deadLetterSources(ctx, sess, dl); err != nil {
+				return err
+			}
+		} else {
+			sess.Produce(deadLetterRecord(w.cfg.DLQ, w.cfg.Topology, &w.rec, dl))
+			w.deadLetters++
+		}
 		if time.Since(w.lastDeadLetterLog) >= time.Second {
 			w.lastDeadLetterLog = time.Now()
 			w.log.Warn("dead-lettered a record (logged at most once a second)", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", dl.Reason, "err", dl.Err, "dlq", w.cfg.DLQ)
@@ -60,6 +66,32 @@ func (w *Worker) deadLetter(ctx context.Context, sess *txn.Session, r *kgo.Recor
 		return nil
 	}
 	return perr
+}
+
+// flushHeld has a Flusher emit what it held back, into the transaction about
+// to commit.
+func (w *Worker) flushHeld(ctx context.Context, sess *txn.Session) error {
+	f, ok := w.t.(Flusher)
+	if !ok {
+		return nil
+	}
+	w.col.reset(sess, nil)
+	if err := f.Flush(ctx, &w.col); err != nil {
+		return fmt.Errorf("flushing the transform's held output before a commit: %w", err)
+	}
+	if w.col.err != nil {
+		return w.col.err
+	}
+	w.col.send()
+	return nil
+}
+
+// discardHeld has a Flusher forget what it held back: the transaction will
+// not commit, and its records are processed again.
+func (w *Worker) discardHeld() {
+	if f, ok := w.t.(Flusher); ok {
+		f.Discard()
+	}
 }
 
 // ensureDLQ creates the dead-letter topic on the first dead letter of a

@@ -12,7 +12,8 @@
 // in memory, changelogged in the same transaction as its outputs and
 // restored on every assignment (state.go, restore.go); emit to named outputs
 // and through a repartition topic (declare.go); and reject records it cannot
-// handle to a dead-letter topic (DeadLetter). examples/fraud is a complete
+// handle to a dead-letter topic (DeadLetter); and hold output back until
+// the commit (Flusher). examples/fraud is a complete
 // stateful processor built on this API.
 package pipeline
 
@@ -91,4 +92,21 @@ type TransformFunc func(ctx context.Context, in *Record, out Emitter) error
 // Process calls f.
 func (f TransformFunc) Process(ctx context.Context, in *Record, out Emitter) error {
 	return f(ctx, in, out)
+}
+
+// Flusher is implemented by a Transform that holds output back across the
+// records of a transaction, as a combiner does: it folds many records into
+// one output and emits that once, just before the commit, so that the
+// output commits with the offsets of every record it stands for.
+//
+// What can go wrong: the worker calls Flush only before a commit, and
+// Discard whenever the transaction will not commit (an abort, a fence, an
+// unknown outcome, a revoked partition); the records behind what was held
+// are then processed again, so Discard must forget it all. Outputs of Flush
+// belong to no single input record: they carry no idempotency key (nor, on
+// a repartition topic, a source), and a zero Timestamp means the time of
+// the flush. A Flush error stops the worker, as a Process error does.
+type Flusher interface {
+	Flush(ctx context.Context, out Emitter) error
+	Discard()
 }

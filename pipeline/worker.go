@@ -361,6 +361,7 @@ func (w *Worker) reopen(ctx context.Context, sess *txn.Session, cause error) (*t
 		if w.state != nil {
 			w.state.reset()
 		}
+		w.discardHeld()
 		next, err := sess.Reopen(ctx)
 		if err == nil {
 			w.stats.Reinits.Add(1)
@@ -493,6 +494,12 @@ func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error
 	// leave its outcome unknown, and shutdown wants this commit to land.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout)
 	defer cancel()
+	if commit {
+		if err := w.flushHeld(ectx, sess); err != nil {
+			w.abort(ctx, sess)
+			return &fatalError{err}
+		}
+	}
 	tainted := ""
 	if commit && w.state != nil {
 		// The changelog records join the transaction before it ends.
@@ -507,6 +514,9 @@ func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error
 	if err != nil {
 		w.stats.Aborted.Add(1)
 		return err // the session is reopened; its state is reset then
+	}
+	if !res.Committed {
+		w.discardHeld()
 	}
 	if w.state != nil {
 		if res.Committed {
@@ -543,6 +553,7 @@ func (w *Worker) abort(ctx context.Context, sess *txn.Session) {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout)
 	defer cancel()
 	w.deadLetters = 0
+	w.discardHeld()
 	if _, err := sess.End(ectx, false); err != nil {
 		w.log.Warn("aborting the open transaction failed; the coordinator aborts it when this producer is re-initialised or times out", "err", err)
 	} else if w.state != nil {

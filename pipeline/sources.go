@@ -1,0 +1,129 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/eosctl/eos/txn"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// deadLetterSources dead-letters the input records that the record being
+// processed stands for (DeadLetterError.Sources), each as it is in its
+// topic: key, value, headers and timestamp, with the dead-letter headers
+// naming its own coordinates. They are read back with read_committed by a
+// client of its own, so this is slow (a connection, a fetch) and meant for
+// the rare path: a combiner's partial result that arrived too late.
+//
+// What can go wrong: a source that retention has deleted since it was
+// consumed is dead-lettered without its value, its error saying so, rather
+// than not at all; a failed read stops the worker without committing, and
+// the next incarnation tries again.
+func (w *Worker) deadLetterSources(ctx context.Context, sess *txn.Session, dl *DeadLetterError) error {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout)
+	defer cancel()
+	recs, err := fetchSources(ctx, w.cfg.ClientOpts, dl.Sources)
+	if err != nil {
+		return fmt.Errorf("reading back the %d input records that %s[%d]@%d stands for, to dead-letter them: %w", len(dl.Sources), w.rec.Topic, w.rec.Partition, w.rec.Offset, err)
+	}
+	for i, src := range dl.Sources {
+		one := DeadLetterError{Reason: dl.Reason, Err: dl.Err}
+		in := Record{Topic: src.Topic, Partition: src.Partition, Offset: src.Offset, Timestamp: w.rec.Timestamp}
+		if r := recs[i]; r != nil {
+			in.Key, in.Value, in.Headers, in.Timestamp = r.Key, r.Value, r.Headers, r.Timestamp
+		} else {
+			one.Err = fmt.Errorf("%w (the record is no longer in %s[%d]: retention deleted it after it was consumed, so this dead letter has no value)", dl.Err, src.Topic, src.Partition)
+		}
+		sess.Produce(deadLetterRecord(w.cfg.DLQ, w.cfg.Topology, &in, &one))
+		w.deadLetters++
+	}
+	return nil
+}
+
+// fetchSources returns the records at srcs, in their order, read with
+// read_committed; nil for a source below its partition's log start. The
+// sources were consumed with read_committed before, so every other one is
+// there to be read.
+func fetchSources(ctx context.Context, opts []kgo.Opt, srcs []Source) ([]*kgo.Record, error) {
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	last := map[tp]int64{}       // the highest offset wanted of each partition
+	at := map[tp]map[int64]int{} // offset -> index in srcs
+	for i, s := range srcs {
+		k := tp{s.Topic, s.Partition}
+		if at[k] == nil {
+			at[k], last[k] = map[int64]int{}, s.Offset
+		}
+		at[k][s.Offset] = i
+		last[k] = max(last[k], s.Offset)
+	}
+	cl, err := kgo.NewClient(append(slices.Clip(opts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var topics []string
+	for k := range at {
+		if !slices.Contains(topics, k.topic) {
+			topics = append(topics, k.topic)
+		}
+	}
+	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the log start offsets of %v: %w", topics, err)
+	}
+	from := map[string]map[int32]kgo.Offset{}
+	for k, wanted := range at {
+		start := int64(0)
+		if o, ok := starts.Lookup(k.topic, k.partition); ok {
+			start = o.Offset
+		}
+		if last[k] < start {
+			delete(at, k) // all gone
+			continue
+		}
+		lo := slices.Min(slices.Collect(maps.Keys(wanted)))
+		if from[k.topic] == nil {
+			from[k.topic] = map[int32]kgo.Offset{}
+		}
+		from[k.topic][k.partition] = kgo.NewOffset().At(max(lo, start))
+	}
+	recs := make([]*kgo.Record, len(srcs))
+	if len(at) == 0 {
+		return recs, nil
+	}
+	cl.AddConsumePartitions(from)
+	for len(at) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("%d partitions not read to their last wanted offset: %w", len(at), err)
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("fetching %s[%d]: %w", t, p, err) })
+		if ferr != nil {
+			return nil, ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			k := tp{r.Topic, r.Partition}
+			wanted, ok := at[k]
+			if !ok {
+				return
+			}
+			if i, ok := wanted[r.Offset]; ok {
+				recs[i] = r
+			}
+			if r.Offset >= last[k] {
+				delete(at, k)
+			}
+		})
+	}
+	return recs, nil
+}
