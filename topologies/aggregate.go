@@ -54,7 +54,10 @@ var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregat
 // <app>-<store>-repartition and aggregates what it reads back from there, as
 // Kafka Streams does; with repartition: false it aggregates its input
 // directly, which is right only if the input is already keyed by the group
-// (partitioned by kgo's or Kafka's default partitioner).
+// (partitioned by kgo's or Kafka's default partitioner). Stage one does not
+// write every record: it pre-aggregates each transaction's records per
+// group and pane and writes the partial results at the commit (combine.go),
+// which gives the same results and dead letters as record by record.
 type Aggregate struct {
 	groupBy     *expression
 	time        *expression
@@ -67,6 +70,9 @@ type Aggregate struct {
 	store       string
 	env         *env
 	vals        []float64 // the current record's values, reused
+	one         []byte    // the current record's accumulator, reused
+	pane        int64     // ms: gcd(size, advance), see combiner
+	comb        combiner  // stage one's held partials
 }
 
 type aggregation struct {
@@ -181,6 +187,7 @@ func (t *Aggregate) parseWindow(d *doc, f field) error {
 		return d.errAt(f.value, f.key+".advance", "advance %s puts every record in %d windows; at most 1000", advance, size/advance)
 	}
 	t.size, t.advance, t.grace = size.Milliseconds(), advance.Milliseconds(), grace.Milliseconds()
+	t.pane = gcd(t.size, t.advance)
 	return nil
 }
 
@@ -233,16 +240,7 @@ func (t *Aggregate) Declare() pipeline.Declaration {
 // Process implements pipeline.Transform.
 func (t *Aggregate) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
 	if in.Repartitioned {
-		// Stage two: what stage one computed, and the group as key.
-		ts, vals, orig, err := t.decodeStaged(in.Value)
-		if err != nil {
-			return err
-		}
-		err = t.update(in.Store(t.store), string(in.Key), ts, vals, out)
-		if dl, ok := err.(*pipeline.DeadLetterError); ok {
-			dl.Value = orig // the input record's value, not the internal one
-		}
-		return err
+		return t.stageTwo(in, out)
 	}
 	if err := t.env.load(in); err != nil {
 		return err
@@ -262,10 +260,36 @@ func (t *Aggregate) Process(_ context.Context, in *pipeline.Record, out pipeline
 	if t.repartition {
 		// Stage one: everything is evaluated here, so bad records are
 		// dead-lettered here; re-key by group, with the results.
-		out.Emit(pipeline.Output{To: t.store, Key: group, Value: t.encodeStaged(ts, vals, in.Value), Headers: in.Headers, Timestamp: in.Timestamp})
+		t.stageOne(in, group, ts, vals, out)
 		return nil
 	}
-	return t.update(in.Store(t.store), string(group), ts, vals, out)
+	return t.update(in.Store(t.store), string(group), ts, t.single(vals), out)
+}
+
+// stageTwo folds what stage one wrote, keyed by group: a partial (see
+// combiner) or a single record with its input value.
+func (t *Aggregate) stageTwo(in *pipeline.Record, out pipeline.Emitter) error {
+	st := in.Store(t.store)
+	if ts, acc, srcs, ok := t.decodePartial(in.Value); ok {
+		err := t.update(st, string(in.Key), ts, acc, out)
+		if dl, ok := err.(*pipeline.DeadLetterError); ok {
+			// Every record in it is late: dead-letter them, not it.
+			if dl.Sources, err = decodeSources(srcs); err != nil {
+				return pipeline.DeadLetter("repartition-format", err)
+			}
+			return dl
+		}
+		return err
+	}
+	ts, vals, orig, err := t.decodeStaged(in.Value)
+	if err != nil {
+		return err
+	}
+	err = t.update(st, string(in.Key), ts, t.single(vals), out)
+	if dl, ok := err.(*pipeline.DeadLetterError); ok {
+		dl.Value = orig // the input record's value, not the internal one
+	}
+	return err
 }
 
 // A repartition record's value is stage one's results followed by the input
@@ -397,22 +421,21 @@ func putInt(st *pipeline.Store, key string, v int64) {
 	st.Put(key, binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(v)))
 }
 
-// update folds one record into its windows, then closes the windows that
-// stream time has passed.
-func (t *Aggregate) update(st *pipeline.Store, group string, ts int64, vals []float64, out pipeline.Emitter) error {
+// update folds an accumulator (one record's, or a partial's) of event time
+// ts into its windows, then closes the windows that stream time has passed.
+func (t *Aggregate) update(st *pipeline.Store, group string, ts int64, add []byte, out pipeline.Emitter) error {
 	streamTime := getInt(st, streamTimeKey, math.MinInt64)
 	nextClose := getInt(st, nextCloseKey, math.MaxInt64)
 	// The windows [s, s+size) containing ts, s a multiple of advance.
-	first := floorDiv(ts-t.size, t.advance)*t.advance + t.advance
 	updated := 0
-	for start := first; start <= ts; start += t.advance {
+	for start := t.firstStart(ts); start <= ts; start += t.advance {
 		end := start + t.size
 		if streamTime != math.MinInt64 && end+t.grace <= streamTime {
 			continue // closed already
 		}
 		key := windowKey(start, group)
 		acc, ok := st.Get(key)
-		acc = t.fold(acc, ok, vals)
+		acc = t.merge(acc, ok, add)
 		st.Put(key, acc)
 		if !ok && end+t.grace < nextClose {
 			nextClose = end + t.grace
@@ -424,8 +447,9 @@ func (t *Aggregate) update(st *pipeline.Store, group string, ts int64, vals []fl
 		updated++
 	}
 	if updated == 0 {
-		return pipeline.DeadLetter("late-record", fmt.Errorf("event time %s is past the grace period (%s) of every window it belongs to: the partition's stream time is %s",
-			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), time.Duration(t.grace)*time.Millisecond, time.UnixMilli(streamTime).UTC().Format(time.RFC3339Nano)))
+		last := floorDiv(ts, t.advance) * t.advance
+		return pipeline.DeadLetter("late-record", fmt.Errorf("every window of its event time closed before it arrived: the last, [%s, %s), closed with its grace period (%s) when the partition's stream time reached %s, and stream time is %s",
+			rfc3339(last), rfc3339(last+t.size), time.Duration(t.grace)*time.Millisecond, rfc3339(last+t.size+t.grace), rfc3339(streamTime)))
 	}
 	if ts > streamTime {
 		streamTime = ts
@@ -435,6 +459,21 @@ func (t *Aggregate) update(st *pipeline.Store, group string, ts int64, vals []fl
 		}
 	}
 	return nil
+}
+
+// firstStart is the start of the first window containing ts: windows are
+// [s, s+size) with s a multiple of advance.
+func (t *Aggregate) firstStart(ts int64) int64 {
+	return floorDiv(ts-t.size, t.advance)*t.advance + t.advance
+}
+
+func rfc3339(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 func floorDiv(a, b int64) int64 {
@@ -485,28 +524,63 @@ func (t *Aggregate) close(st *pipeline.Store, streamTime int64, out pipeline.Emi
 
 // An accumulator is the record count, then sum, min and max per aggregation,
 // each 8 bytes.
-func (t *Aggregate) fold(acc []byte, ok bool, vals []float64) []byte {
-	n := 8 + 24*len(t.aggs)
-	next := make([]byte, n)
-	if ok && len(acc) == n {
-		copy(next, acc)
-	} else {
-		for i := range t.aggs {
-			binary.BigEndian.PutUint64(next[8+24*i+8:], math.Float64bits(math.Inf(1)))
-			binary.BigEndian.PutUint64(next[8+24*i+16:], math.Float64bits(math.Inf(-1)))
-		}
+func (t *Aggregate) accLen() int { return 8 + 24*len(t.aggs) }
+
+// newAcc returns an empty accumulator.
+func (t *Aggregate) newAcc() []byte { return t.emptyAcc(make([]byte, t.accLen())) }
+
+// emptyAcc empties acc and returns it.
+func (t *Aggregate) emptyAcc(acc []byte) []byte {
+	clear(acc)
+	for i := range t.aggs {
+		binary.BigEndian.PutUint64(acc[8+24*i+8:], math.Float64bits(math.Inf(1)))
+		binary.BigEndian.PutUint64(acc[8+24*i+16:], math.Float64bits(math.Inf(-1)))
 	}
-	binary.BigEndian.PutUint64(next, binary.BigEndian.Uint64(next)+1)
+	return acc
+}
+
+// single returns the accumulator of one record's values, reused by the
+// next record.
+func (t *Aggregate) single(vals []float64) []byte {
+	if t.one == nil {
+		t.one = make([]byte, t.accLen())
+	}
+	t.foldInto(t.emptyAcc(t.one), vals)
+	return t.one
+}
+
+// foldInto adds one record's values to acc, in place.
+func (t *Aggregate) foldInto(acc []byte, vals []float64) {
+	binary.BigEndian.PutUint64(acc, binary.BigEndian.Uint64(acc)+1)
 	for i, v := range vals {
+		t.combine(acc[8+24*i:], v, v, v)
+	}
+}
+
+// merge returns a new accumulator: acc (if ok) with add folded in. The
+// store's value is never changed in place: the journal holds it.
+func (t *Aggregate) merge(acc []byte, ok bool, add []byte) []byte {
+	var next []byte
+	if ok && len(acc) == t.accLen() {
+		next = slices.Clone(acc)
+	} else {
+		next = t.newAcc()
+	}
+	binary.BigEndian.PutUint64(next, binary.BigEndian.Uint64(next)+binary.BigEndian.Uint64(add))
+	for i := range t.aggs {
 		o := 8 + 24*i
-		sum := math.Float64frombits(binary.BigEndian.Uint64(next[o:]))
-		lo := math.Float64frombits(binary.BigEndian.Uint64(next[o+8:]))
-		hi := math.Float64frombits(binary.BigEndian.Uint64(next[o+16:]))
-		binary.BigEndian.PutUint64(next[o:], math.Float64bits(sum+v))
-		binary.BigEndian.PutUint64(next[o+8:], math.Float64bits(min(lo, v)))
-		binary.BigEndian.PutUint64(next[o+16:], math.Float64bits(max(hi, v)))
+		f := func(k int) float64 { return math.Float64frombits(binary.BigEndian.Uint64(add[o+k:])) }
+		t.combine(next[o:], f(0), f(8), f(16))
 	}
 	return next
+}
+
+// combine folds a sum, min and max into one aggregation's 24 bytes.
+func (t *Aggregate) combine(b []byte, sum, lo, hi float64) {
+	get := func(k int) float64 { return math.Float64frombits(binary.BigEndian.Uint64(b[k:])) }
+	binary.BigEndian.PutUint64(b, math.Float64bits(get(0)+sum))
+	binary.BigEndian.PutUint64(b[8:], math.Float64bits(min(get(8), lo)))
+	binary.BigEndian.PutUint64(b[16:], math.Float64bits(max(get(16), hi)))
 }
 
 // emit writes a window's result:

@@ -1,0 +1,119 @@
+package topologies
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/eosctl/eos/pipeline"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func testAggregate(t *testing.T, size, advance string) *Aggregate {
+	t.Helper()
+	tr, err := NewAggregate(writeConfig(t, "agg.yaml", fmt.Sprintf(aggConfig, size, advance, "0s", "final", true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// A partial's sources survive its encoding, sorted by topic, partition and
+// offset; a truncated encoding is an error, not a shorter list.
+func TestPartialSourcesRoundTrip(t *testing.T) {
+	tr := testAggregate(t, "1s", "1s")
+	srcs := []pipeline.Source{{"b", 1, 7}, {"a", 0, 300}, {"b", 1, 2}, {"a", 0, 5}, {"a", 2, 1 << 40}, {"b", 0, 0}}
+	p := &partial{group: "g", ts: 42, acc: tr.newAcc(), srcs: slices.Clone(srcs)}
+	b := tr.encodePartial(p)
+	ts, acc, enc, ok := tr.decodePartial(b)
+	if !ok || ts != 42 || !reflect.DeepEqual(acc, tr.newAcc()) {
+		t.Fatalf("decodePartial: ok %v, ts %d, acc %v", ok, ts, acc)
+	}
+	got, err := decodeSources(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []pipeline.Source{{"a", 0, 5}, {"a", 0, 300}, {"a", 2, 1 << 40}, {"b", 0, 0}, {"b", 1, 2}, {"b", 1, 7}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("sources: got %v, want %v", got, want)
+	}
+	for n := range len(enc) {
+		if got, err := decodeSources(enc[:n]); err == nil {
+			t.Fatalf("sources truncated to %d of %d bytes decoded to %v without an error", n, len(enc), got)
+		}
+	}
+}
+
+// Hopping windows whose size is not a multiple of the advance (1.5s every
+// 1s: panes of 500ms), through the repartition topic with stage one's
+// combiner: the final results equal the per-record reference exactly, late
+// records and poison pills are dead-lettered once each, through aborted
+// transactions; and the repartition topic carried far fewer records than the
+// input (the combiner combined).
+func TestAggregateHoppingThroughCombinerMatchesReference(t *testing.T) {
+	e := newTEnv(t)
+	evs := genEvents(12_000, 8, 3)
+	rs, _ := runAggregate(t, e, "hopc", evs, 1, false, "1500ms", "1s", "700ms", "final", true)
+	all := make([]int, len(evs))
+	for i := range all {
+		all[i] = i
+	}
+	checkAggregate(t, e, "hopc", evs, rs, [][]int{all}, 1500, 1000, 700)
+	if n := len(e.read("hopc-windows-repartition")); n > len(evs)/2 {
+		t.Fatalf("the repartition topic has %d records for %d input records: nothing was combined", n, len(evs))
+	}
+}
+
+// A partial that stage two finds late (its stream time is ahead of the
+// worker that combined it: here an earlier incarnation's) is not
+// dead-lettered as itself: each input record it stands for is, once, with
+// its own value, key, headers and source coordinates.
+func TestAggregateLatePartialDeadLettersEachInputRecord(t *testing.T) {
+	e := newTEnv(t)
+	cfg := writeConfig(t, "late.yaml", fmt.Sprintf(aggConfig, "1s", "1s", "0s", "final", true))
+	base := int64(1_700_000_000_000)
+	first := []*kgo.Record{{Key: []byte("a"), Value: event{group: "u", ts: base + 3_600_000, amount: 1}.value()}}
+	run := func(rs []*kgo.Record) {
+		tr, err := NewAggregate(cfg) // a fresh combiner: it has seen nothing
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.run("lp", "aggregate", tr, "lp-in", "lp-out", []string{"lp-windows-repartition"}, nil, func() { e.produce("lp-in", 2, rs) })
+	}
+	e.topic("lp-in", 2)
+	run(first)
+	before := len(e.read("lp-windows-repartition"))
+	var late []*kgo.Record
+	for i := range 40 {
+		late = append(late, &kgo.Record{Key: []byte("k" + strconv.Itoa(i)), Value: event{group: "u", ts: base + int64(i), amount: i}.value(),
+			Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte(strconv.Itoa(i))}}})
+	}
+	run(late)
+	if n := len(e.read("lp-windows-repartition")) - before; n >= len(late) {
+		t.Fatalf("%d repartition records for %d late input records: they were not combined, so this test proves nothing", n, len(late))
+	}
+	dls := e.read("lp-dlq")
+	if len(dls) != len(late) {
+		t.Fatalf("%d dead letters, want %d", len(dls), len(late))
+	}
+	byAt := map[string]*kgo.Record{}
+	for _, r := range late {
+		byAt[at(r)] = r
+	}
+	for _, d := range dls {
+		h := headers(d)
+		src := byAt[h[pipeline.DeadLetterPartitionHeader]+"/"+h[pipeline.DeadLetterOffsetHeader]]
+		if src == nil || h[pipeline.DeadLetterTopicHeader] != "lp-in" || h[pipeline.DeadLetterReasonHeader] != "late-record" {
+			t.Fatalf("dead letter %s with headers %v names no late input record", d.Value, h)
+		}
+		delete(byAt, at(src))
+		if string(d.Value) != string(src.Value) || string(d.Key) != string(src.Key) || h["trace"] != string(src.Headers[0].Value) {
+			t.Fatalf("dead letter of %s: key %q value %s trace %q, want the input's %q %s %q", at(src), d.Key, d.Value, h["trace"], src.Key, src.Value, src.Headers[0].Value)
+		}
+	}
+	if len(byAt) != 0 {
+		t.Fatalf("late records without a dead letter: %v", byAt)
+	}
+}
