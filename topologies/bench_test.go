@@ -24,8 +24,8 @@ import (
 
 // BenchmarkTopologyThroughput compares the built-in topologies in one run:
 // each op is one round in which every mode drains its own fresh backlog of
-// 1,000,000 100-byte datagen records (EOS_BENCH_RECORDS to change it;
-// wordcount, which re-keys every word, a tenth of that) from 6
+// 1,000,000 100-byte datagen records of 16 users (EOS_BENCH_RECORDS to
+// change it; wordcount, which re-keys every word, a tenth of that) from 6
 // partitions with one in-process worker (commit interval 100ms) against a
 // fresh embedded broker in the same process, the modes interleaved round by
 // round. A mode's rate is the input records over the time from the
@@ -59,6 +59,12 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 	if err := os.WriteFile(aggLocal, fmt.Appendf(nil, body, false), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	// The combiner's worst case: 100,000 groups, so a transaction's
+	// records hardly ever share a group and pane.
+	aggMany := filepath.Join(dir, "agg-many.yaml")
+	if err := os.WriteFile(aggMany, fmt.Appendf(nil, strings.Replace(body, "group_by: user", "group_by: seq % 100000", 1), true), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	type mode struct {
 		name, topo, cfg, repart string
 		share                   int64 // drains n/share records
@@ -68,6 +74,7 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 		{"etl", "etl", "examples/etl-big-orders.yaml", "", 1},
 		{"aggregate", "aggregate", aggCfg, "windows", 1},
 		{"aggregate-no-repartition", "aggregate", aggLocal, "", 1},
+		{"aggregate-100k-groups", "aggregate", aggMany, "windows", 1},
 		{"wordcount", "wordcount", "", "counts", 10}, // ≈13 repartitioned words a record
 	}
 	if only := os.Getenv("EOS_BENCH_MODES"); only != "" { // e.g. passthrough,aggregate
