@@ -62,7 +62,7 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 	// The combiner's worst case: 100,000 groups, so a transaction's
 	// records hardly ever share a group and pane.
 	aggMany := filepath.Join(dir, "agg-many.yaml")
-	if err := os.WriteFile(aggMany, fmt.Appendf(nil, strings.Replace(body, "group_by: user", "group_by: seq % 100000", 1), true), 0o644); err != nil {
+	if err := os.WriteFile(aggMany, []byte(strings.Replace(fmt.Sprintf(body, true), "group_by: user", "group_by: seq % 100000", 1)), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	type mode struct {

@@ -28,7 +28,7 @@ func src(topic string, partition int32, offset int64) pipeline.Source {
 // offset; a truncated encoding is an error, not a shorter list.
 func TestPartialSourcesRoundTrip(t *testing.T) {
 	tr := testAggregate(t, "1s", "1s")
-	srcs := []pipeline.Source{src("b", 1, 7), src("a", 0, 300), src("b", 1, 2), src("a", 0, 5), src("a", 2, 1 << 40), src("b", 0, 0)}
+	srcs := []pipeline.Source{src("b", 1, 7), src("a", 0, 300), src("b", 1, 2), src("a", 0, 5), src("a", 2, 1<<40), src("b", 0, 0)}
 	p := &partial{group: "g", ts: 42, acc: tr.newAcc(), srcs: slices.Clone(srcs)}
 	b := tr.encodePartial(p)
 	ts, acc, enc, ok := tr.decodePartial(b)
@@ -39,7 +39,7 @@ func TestPartialSourcesRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []pipeline.Source{src("a", 0, 5), src("a", 0, 300), src("a", 2, 1 << 40), src("b", 0, 0), src("b", 1, 2), src("b", 1, 7)}
+	want := []pipeline.Source{src("a", 0, 5), src("a", 0, 300), src("a", 2, 1<<40), src("b", 0, 0), src("b", 1, 2), src("b", 1, 7)}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("sources: got %v, want %v", got, want)
 	}
