@@ -40,6 +40,7 @@ func (w *Worker) deadLetterSources(ctx context.Context, sess *txn.Session, dl *D
 		sess.Produce(deadLetterRecord(w.cfg.DLQ, w.cfg.Topology, &in, &one))
 		w.deadLetters++
 	}
+	w.log.Info("dead-lettered the input records a rejected record stands for, read back from their topics", "topic", w.rec.Topic, "partition", w.rec.Partition, "offset", w.rec.Offset, "records", len(dl.Sources), "reason", dl.Reason)
 	return nil
 }
 
