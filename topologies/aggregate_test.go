@@ -259,7 +259,27 @@ func TestAggregateHoppingWithUpdatesMatchesReference(t *testing.T) {
 		streams[r.Partition] = append(streams[r.Partition], i)
 	}
 	updates := checkAggregate(t, e, "hop", evs, rs, streams, 2000, 500, 300)
-	final, _ := results(t, e.read("hop-out"))
+	checkUpdates(t, e, "hop", updates)
+}
+
+// With emit: updates through the repartition topic, stage one combines
+// nothing: every record still makes its own update of every window.
+func TestAggregateUpdatesThroughRepartitionAreRecordByRecord(t *testing.T) {
+	e := newTEnv(t)
+	evs := genEvents(6_000, 10, 4)
+	rs, _ := runAggregate(t, e, "upd", evs, 1, false, "2s", "1s", "300ms", "updates", true)
+	all := make([]int, len(evs))
+	for i := range all {
+		all[i] = i
+	}
+	checkUpdates(t, e, "upd", checkAggregate(t, e, "upd", evs, rs, [][]int{all}, 2000, 1000, 300))
+}
+
+// checkUpdates checks that each window's updates are 1, 2, ..., n records,
+// the last one equal to the window's final result.
+func checkUpdates(t *testing.T, e *tenv, app string, updates map[string][]window) {
+	t.Helper()
+	final, _ := results(t, e.read(app+"-out"))
 	for k, us := range updates {
 		for i, u := range us {
 			if u.count != i+1 {
