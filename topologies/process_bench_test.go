@@ -18,8 +18,10 @@ func (d *discard) Emit(o pipeline.Output) { d.last = o }
 
 // BenchmarkAggregateStageOne is the per-record CPU cost of the aggregate's
 // first stage on a datagen record: parse the JSON, evaluate group_by, time
-// and the aggregations, and encode the repartition record. The second stage
-// needs a worker's state and is measured by BenchmarkTopologyThroughput.
+// and the aggregations, and fold the values into the transaction's partial
+// result of the record's group and pane, flushed every 10,000 records as a
+// commit would. The second stage needs a worker's state and is measured by
+// BenchmarkTopologyThroughput.
 //
 //	go test ./topologies -run '^$' -bench AggregateStageOne -benchmem
 func BenchmarkAggregateStageOne(b *testing.B) {
@@ -43,6 +45,11 @@ func BenchmarkAggregateStageOne(b *testing.B) {
 	for i := range b.N {
 		if err := t.Process(ctx, &recs[i%len(recs)], &out); err != nil {
 			b.Fatal(err)
+		}
+		if i%10_000 == 9_999 {
+			if err := t.Flush(ctx, &out); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
