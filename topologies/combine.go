@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"slices"
 	"strings"
@@ -32,9 +33,12 @@ import (
 // opened) before a record that breaks the rule joins.
 //
 // A record that looks late (its earliest window closed by the largest event
-// time stage one has seen) is written alone, with its input value, as
-// without a combiner, after sealing what is held: stage two dead-letters it
-// directly. A partial can still turn out late in stage two, whose stream
+// time stage one has seen in the record's bucket of groups) is written
+// alone, with its input value, as without a combiner, after sealing what is
+// held: stage two dead-letters it directly. Groups share seenBuckets
+// buckets by hash, so that the memory is fixed however many groups there
+// are, and one record timed far in the future makes only its bucket's
+// records look late (written alone: slower, never wrong), not every group's. A partial can still turn out late in stage two, whose stream
 // time may be ahead of this worker's (other workers, an earlier
 // incarnation); its records are then dead-lettered each as it is in its
 // input topic, read back by the worker (DeadLetterError.Sources). With
@@ -45,8 +49,13 @@ type combiner struct {
 	// Of the held records: the largest event time, and the earliest time
 	// at which one of their windows closes.
 	segMax, segClose int64
-	seen             int64 // the largest event time since the last Discard
+	// The largest event time since the last Discard, by bucket of groups.
+	seen []int64
 }
+
+const seenBuckets = 4096
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli) // a hash with CPU support
 
 // partial is the combined contribution of some records of one group to the
 // windows of one pane.
@@ -56,6 +65,13 @@ type partial struct {
 	stamp time.Time // the latest record timestamp in it
 	acc   []byte    // an accumulator, as in the store
 	srcs  []pipeline.Source
+}
+
+// forget forgets the event times seen.
+func (c *combiner) forget() {
+	for i := range c.seen {
+		c.seen[i] = math.MinInt64
+	}
 }
 
 func (c *combiner) reset() {
@@ -72,10 +88,12 @@ func (t *Aggregate) stageOne(in *pipeline.Record, group []byte, ts int64, vals [
 	if c.panes == nil {
 		c.panes = map[int64]map[string]*partial{}
 		c.reset()
-		c.seen = math.MinInt64
+		c.seen = make([]int64, seenBuckets)
+		c.forget()
 	}
 	closes := t.firstStart(ts) + t.size + t.grace
-	if t.updates || closes <= c.seen {
+	seen := &c.seen[crc32.Checksum(group, castagnoli)%seenBuckets]
+	if t.updates || closes <= *seen {
 		t.seal(out)
 		out.Emit(pipeline.Output{To: t.store, Key: group, Value: t.encodeStaged(ts, vals, in.Value), Headers: in.Headers, Timestamp: in.Timestamp})
 		return
@@ -83,7 +101,7 @@ func (t *Aggregate) stageOne(in *pipeline.Record, group []byte, ts int64, vals [
 	if ts >= c.segClose || closes <= c.segMax {
 		t.seal(out)
 	}
-	c.segMax, c.segClose, c.seen = max(c.segMax, ts), min(c.segClose, closes), max(c.seen, ts)
+	c.segMax, c.segClose, *seen = max(c.segMax, ts), min(c.segClose, closes), max(*seen, ts)
 	pane := floorDiv(ts, t.pane) * t.pane
 	groups := c.panes[pane]
 	if groups == nil {
@@ -123,7 +141,7 @@ func (t *Aggregate) Flush(_ context.Context, out pipeline.Emitter) error {
 // its records come again.
 func (t *Aggregate) Discard() {
 	t.comb.reset()
-	t.comb.seen = math.MinInt64
+	t.comb.forget()
 }
 
 // A partial's repartition value: version byte 2, the number of aggregations

@@ -121,3 +121,49 @@ func TestAggregateLatePartialDeadLettersEachInputRecord(t *testing.T) {
 		t.Fatalf("late records without a dead letter: %v", byAt)
 	}
 }
+
+// recorder is an Emitter that keeps every output.
+type recorder struct{ outs []pipeline.Output }
+
+func (r *recorder) Emit(o pipeline.Output) { r.outs = append(r.outs, o) }
+
+// One record timed an hour ahead makes its own group's later records look
+// late (written alone), not every group's: the others are still combined.
+func TestFutureRecordOfOneGroupLeavesOtherGroupsCombined(t *testing.T) {
+	tr := testAggregate(t, "1s", "1s")
+	base := int64(1_700_000_000_000)
+	var out recorder
+	offset := int64(0)
+	process := func(group string, ts int64) {
+		t.Helper()
+		in := &pipeline.Record{Topic: "in", Offset: offset, Value: event{group: group, ts: ts, amount: 1}.value()}
+		offset++
+		if err := tr.Process(t.Context(), in, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	process("ahead", base+3_600_000)
+	if err := tr.Flush(t.Context(), &out); err != nil {
+		t.Fatal(err)
+	}
+	out.outs = nil
+	for i := range 1000 {
+		process("g"+strconv.Itoa(i%10), base+int64(i))
+	}
+	process("ahead", base+500) // its group has seen the future: written alone
+	if err := tr.Flush(t.Context(), &out); err != nil {
+		t.Fatal(err)
+	}
+	alone, partials := 0, 0
+	for _, o := range out.outs {
+		switch o.Value[0] {
+		case stagedVersion:
+			alone++
+		case partialVersion:
+			partials++
+		}
+	}
+	if alone != 1 || partials != 10 {
+		t.Fatalf("%d records written alone and %d partials, want 1 and 10 (one per group of the 1000 records)", alone, partials)
+	}
+}
