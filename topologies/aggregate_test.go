@@ -167,6 +167,16 @@ func genEvents(n, groups int, seed uint64) []event {
 	return evs
 }
 
+// oneStream is the order the reference processes n records read from one
+// input partition: all of them, in input order.
+func oneStream(n int) [][]int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return [][]int{all}
+}
+
 func runAggregate(t *testing.T, e *tenv, app string, evs []event, parts int32, keyByGroup bool, size, advance, grace, emit string, repartition bool) ([]*kgo.Record, *pipeline.Worker) {
 	t.Helper()
 	cfg := writeConfig(t, app+".yaml", fmt.Sprintf(aggConfig, size, advance, grace, emit, repartition))
@@ -238,11 +248,7 @@ func TestAggregateTumblingThroughRepartitionMatchesReference(t *testing.T) {
 	// input order, so stream time, and lateness, are what the reference
 	// computes.
 	rs, w := runAggregate(t, e, "tum", evs, 1, false, "1s", "1s", "500ms", "final", true)
-	all := make([]int, len(evs))
-	for i := range all {
-		all[i] = i
-	}
-	checkAggregate(t, e, "tum", evs, rs, [][]int{all}, 1000, 1000, 500)
+	checkAggregate(t, e, "tum", evs, rs, oneStream(len(evs)), 1000, 1000, 500)
 	t.Logf("%d commits, %d aborts, %d dead letters", w.Stats().Committed.Load(), w.Stats().Aborted.Load(), w.Stats().DeadLetters.Load())
 }
 
@@ -268,11 +274,7 @@ func TestAggregateUpdatesThroughRepartitionAreRecordByRecord(t *testing.T) {
 	e := newTEnv(t)
 	evs := genEvents(6_000, 10, 4)
 	rs, _ := runAggregate(t, e, "upd", evs, 1, false, "2s", "1s", "300ms", "updates", true)
-	all := make([]int, len(evs))
-	for i := range all {
-		all[i] = i
-	}
-	checkUpdates(t, e, "upd", checkAggregate(t, e, "upd", evs, rs, [][]int{all}, 2000, 1000, 300))
+	checkUpdates(t, e, "upd", checkAggregate(t, e, "upd", evs, rs, oneStream(len(evs)), 2000, 1000, 300))
 }
 
 // checkUpdates checks that each window's updates are 1, 2, ..., n records,

@@ -60,11 +60,7 @@ func TestAggregateHoppingThroughCombinerMatchesReference(t *testing.T) {
 	e := newTEnv(t)
 	evs := genEvents(12_000, 8, 3)
 	rs, _ := runAggregate(t, e, "hopc", evs, 1, false, "1500ms", "1s", "700ms", "final", true)
-	all := make([]int, len(evs))
-	for i := range all {
-		all[i] = i
-	}
-	checkAggregate(t, e, "hopc", evs, rs, [][]int{all}, 1500, 1000, 700)
+	checkAggregate(t, e, "hopc", evs, rs, oneStream(len(evs)), 1500, 1000, 700)
 	if n := len(e.read("hopc-windows-repartition")); n > len(evs)/2 {
 		t.Fatalf("the repartition topic has %d records for %d input records: nothing was combined", n, len(evs))
 	}
