@@ -69,32 +69,52 @@ func TestAggregateHoppingThroughCombinerMatchesReference(t *testing.T) {
 // A partial that stage two finds late (its stream time is ahead of the
 // worker that combined it: here an earlier incarnation's) is not
 // dead-lettered as itself: each input record it stands for is, once, with
-// its own value, key, headers and source coordinates.
+// its own value, key, headers and source coordinates; read back with
+// read_committed, so over a transactional input the aborted records between
+// them are skipped.
 func TestAggregateLatePartialDeadLettersEachInputRecord(t *testing.T) {
+	t.Run("plain-input", func(t *testing.T) { latePartial(t, "lp", false) })
+	t.Run("transactional-input", func(t *testing.T) { latePartial(t, "lpt", true) })
+}
+
+func latePartial(t *testing.T, app string, transactional bool) {
 	e := newTEnv(t)
+	in, repartition := app+"-in", app+"-windows-repartition"
 	cfg := writeConfig(t, "late.yaml", fmt.Sprintf(aggConfig, "1s", "1s", "0s", "final", true))
 	base := int64(1_700_000_000_000)
-	first := []*kgo.Record{{Key: []byte("a"), Value: event{group: "u", ts: base + 3_600_000, amount: 1}.value()}}
-	run := func(rs []*kgo.Record) {
+	run := func(feed func()) {
 		tr, err := NewAggregate(cfg) // a fresh combiner: it has seen nothing
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.run("lp", "aggregate", tr, "lp-in", "lp-out", []string{"lp-windows-repartition"}, nil, func() { e.produce("lp-in", 2, rs) })
+		e.run(app, "aggregate", tr, in, app+"-out", []string{repartition}, nil, feed)
 	}
-	e.topic("lp-in", 2)
-	run(first)
-	before := len(e.read("lp-windows-repartition"))
+	e.topic(in, 2)
+	run(func() {
+		e.produce(in, 2, []*kgo.Record{{Key: []byte("a"), Value: event{group: "u", ts: base + 3_600_000, amount: 1}.value()}})
+	})
+	before := len(e.read(repartition))
 	var late []*kgo.Record
 	for i := range 40 {
 		late = append(late, &kgo.Record{Key: []byte("k" + strconv.Itoa(i)), Value: event{group: "u", ts: base + int64(i), amount: i}.value(),
 			Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte(strconv.Itoa(i))}}})
 	}
-	run(late)
-	if n := len(e.read("lp-windows-repartition")) - before; n >= len(late) {
+	run(func() {
+		if !transactional {
+			e.produce(in, 2, late)
+			return
+		}
+		kept := e.produceTransactions(in, 2, late, 5, func(b int) bool { return b%2 == 1 })
+		var committed []*kgo.Record
+		for _, i := range kept {
+			committed = append(committed, late[i])
+		}
+		late = committed
+	})
+	if n := len(e.read(repartition)) - before; n >= len(late) {
 		t.Fatalf("%d repartition records for %d late input records: they were not combined, so this test proves nothing", n, len(late))
 	}
-	dls := e.read("lp-dlq")
+	dls := e.read(app + "-dlq")
 	if len(dls) != len(late) {
 		t.Fatalf("%d dead letters, want %d", len(dls), len(late))
 	}
@@ -105,7 +125,7 @@ func TestAggregateLatePartialDeadLettersEachInputRecord(t *testing.T) {
 	for _, d := range dls {
 		h := headers(d)
 		src := byAt[h[pipeline.DeadLetterPartitionHeader]+"/"+h[pipeline.DeadLetterOffsetHeader]]
-		if src == nil || h[pipeline.DeadLetterTopicHeader] != "lp-in" || h[pipeline.DeadLetterReasonHeader] != "late-record" {
+		if src == nil || h[pipeline.DeadLetterTopicHeader] != in || h[pipeline.DeadLetterReasonHeader] != "late-record" {
 			t.Fatalf("dead letter %s with headers %v names no late input record", d.Value, h)
 		}
 		delete(byAt, at(src))
@@ -116,6 +136,7 @@ func TestAggregateLatePartialDeadLettersEachInputRecord(t *testing.T) {
 	if len(byAt) != 0 {
 		t.Fatalf("late records without a dead letter: %v", byAt)
 	}
+	t.Logf("%d late records in %d repartition records, each dead-lettered once", len(late), len(e.read(repartition))-before)
 }
 
 // recorder is an Emitter that keeps every output.
@@ -162,4 +183,38 @@ func TestFutureRecordOfOneGroupLeavesOtherGroupsCombined(t *testing.T) {
 	if alone != 1 || partials != 10 {
 		t.Fatalf("%d records written alone and %d partials, want 1 and 10 (one per group of the 1000 records)", alone, partials)
 	}
+}
+
+// Over an input written in transactions, a third of them aborted (so the
+// input has control records and aborted ranges between the offsets a
+// partial names): the results equal the reference computed from the
+// committed records alone, and late records and poison pills among them are
+// dead-lettered once each; nothing of the aborted ones shows.
+func TestAggregateOverTransactionalInputCountsOnlyCommittedRecords(t *testing.T) {
+	e := newTEnv(t)
+	evs := genEvents(9_000, 8, 5)
+	rs := make([]*kgo.Record, len(evs))
+	for i, ev := range evs {
+		rs[i] = &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: ev.value()}
+	}
+	tr, err := NewAggregate(writeConfig(t, "txa.yaml", fmt.Sprintf(aggConfig, "1s", "1s", "500ms", "final", true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := (len(rs) - 1) / 200
+	var kept []int
+	e.topic("txa-in", 1)
+	e.run("txa", "aggregate", tr, "txa-in", "txa-out", []string{"txa-windows-repartition"}, func(c *pipeline.Config) { c.AbortFraction = 0.2 }, func() {
+		// The last batch (the heartbeats) commits.
+		kept = e.produceTransactions("txa-in", 1, rs, 200, func(b int) bool { return b%3 == 1 && b != last })
+	})
+	var cevs []event
+	var crs []*kgo.Record
+	for _, i := range kept {
+		cevs, crs = append(cevs, evs[i]), append(crs, rs[i])
+	}
+	if len(cevs) >= len(evs)*3/4 {
+		t.Fatalf("%d of %d records committed: the input aborted too little to prove anything", len(cevs), len(evs))
+	}
+	checkAggregate(t, e, "txa", cevs, crs, oneStream(len(cevs)), 1000, 1000, 500)
 }

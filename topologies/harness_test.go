@@ -3,6 +3,7 @@ package topologies
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -165,4 +166,37 @@ func decode(t *testing.T, b []byte) map[string]any {
 		t.Fatalf("output %q is not JSON: %v", b, err)
 	}
 	return m
+}
+
+// produceTransactions writes rs to topic (created with parts partitions) in
+// transactions of batch records, aborting those for which abort(batch
+// number) is true, and returns the indexes of the records committed; every
+// record has its partition and offset on return.
+func (e *tenv) produceTransactions(topic string, parts int32, rs []*kgo.Record, batch int, abort func(int) bool) []int {
+	e.t.Helper()
+	e.topic(topic, parts)
+	p, err := kgo.NewClient(append(slices.Clip(e.opts), kgo.TransactionalID(topic+"-producer"), kgo.DefaultProduceTopic(topic))...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer p.Close()
+	var kept []int
+	for b := 0; b*batch < len(rs); b++ {
+		if err := p.BeginTransaction(); err != nil {
+			e.t.Fatal(err)
+		}
+		from, to := b*batch, min((b+1)*batch, len(rs))
+		if err := p.ProduceSync(e.ctx, rs[from:to]...).FirstErr(); err != nil {
+			e.t.Fatal(err)
+		}
+		commit := !abort(b)
+		if err := p.EndTransaction(e.ctx, kgo.TransactionEndTry(commit)); err != nil {
+			e.t.Fatal(err)
+		}
+		for i := from; commit && i < to; i++ {
+			kept = append(kept, i)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return kept
 }
