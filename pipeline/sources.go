@@ -14,9 +14,9 @@ import (
 // deadLetterSources dead-letters the input records that the record being
 // processed stands for (DeadLetterError.Sources), each as it is in its
 // topic: key, value, headers and timestamp, with the dead-letter headers
-// naming its own coordinates. They are read back with read_committed by a
-// client of its own, so this is slow (a connection, a fetch) and meant for
-// the rare path: a combiner's partial result that arrived too late.
+// naming its own coordinates. They are read back with read_committed by
+// the worker's sourceReader: a fetch, meant for the rare path (a combiner's
+// partial result that arrived too late).
 //
 // What can go wrong: a source that retention has deleted since it was
 // consumed is dead-lettered without its value, its error saying so, rather
@@ -25,7 +25,10 @@ import (
 func (w *Worker) deadLetterSources(ctx context.Context, sess *txn.Session, dl *DeadLetterError) error {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout)
 	defer cancel()
-	recs, err := fetchSources(ctx, w.cfg.ClientOpts, dl.Sources)
+	if w.sources == nil {
+		w.sources = &sourceReader{opts: w.cfg.ClientOpts}
+	}
+	recs, err := w.sources.read(ctx, dl.Sources)
 	if err != nil {
 		return fmt.Errorf("reading back the %d input records that %s[%d]@%d stands for, to dead-letter them: %w", len(dl.Sources), w.rec.Topic, w.rec.Partition, w.rec.Offset, err)
 	}
@@ -44,11 +47,43 @@ func (w *Worker) deadLetterSources(ctx context.Context, sess *txn.Session, dl *D
 	return nil
 }
 
-// fetchSources returns the records at srcs, in their order, read with
+// sourceReader reads input records back by their coordinates. Its client is
+// made on first use and kept until the worker stops: a burst of late
+// partials (a worker catching up on a backlog behind the others) would
+// otherwise pay a new connection for each. After any failed read it starts
+// over with a new client.
+type sourceReader struct {
+	opts []kgo.Opt
+	cl   *kgo.Client
+}
+
+func (r *sourceReader) close() {
+	if r != nil && r.cl != nil {
+		r.cl.Close()
+		r.cl = nil
+	}
+}
+
+// read returns the records at srcs, in their order, read with
 // read_committed; nil for a source below its partition's log start. The
 // sources were consumed with read_committed before, so every other one is
 // there to be read.
-func fetchSources(ctx context.Context, opts []kgo.Opt, srcs []Source) ([]*kgo.Record, error) {
+func (r *sourceReader) read(ctx context.Context, srcs []Source) ([]*kgo.Record, error) {
+	if r.cl == nil {
+		cl, err := kgo.NewClient(append(slices.Clip(r.opts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+		if err != nil {
+			return nil, err
+		}
+		r.cl = cl
+	}
+	recs, err := r.fetch(ctx, srcs)
+	if err != nil {
+		r.close()
+	}
+	return recs, err
+}
+
+func (r *sourceReader) fetch(ctx context.Context, srcs []Source) ([]*kgo.Record, error) {
 	type tp struct {
 		topic     string
 		partition int32
@@ -63,11 +98,7 @@ func fetchSources(ctx context.Context, opts []kgo.Opt, srcs []Source) ([]*kgo.Re
 		at[k][s.Offset] = i
 		last[k] = max(last[k], s.Offset)
 	}
-	cl, err := kgo.NewClient(append(slices.Clip(opts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
+	cl := r.cl
 	var topics []string
 	for k := range at {
 		if !slices.Contains(topics, k.topic) {
@@ -102,6 +133,17 @@ func fetchSources(ctx context.Context, opts []kgo.Opt, srcs []Source) ([]*kgo.Re
 		return recs, nil
 	}
 	cl.AddConsumePartitions(from)
+	defer func() {
+		// Stop fetching them (and drop what was buffered): the next read
+		// starts where it needs to.
+		stop := map[string][]int32{}
+		for t, ps := range from {
+			for p := range ps {
+				stop[t] = append(stop[t], p)
+			}
+		}
+		cl.RemoveConsumePartitions(stop)
+	}()
 	for len(at) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {

@@ -116,8 +116,9 @@ type Worker struct {
 	onRestored        func(map[int32]*partitionState)
 	deadLetters       int // in the open transaction
 	lastDeadLetterLog time.Time
-	dlqReady          bool  // the dead-letter topic exists
-	outParts          int32 // partitions of new output topics
+	dlqReady          bool          // the dead-letter topic exists
+	outParts          int32         // partitions of new output topics
+	sources           *sourceReader // made on the first dead letter of Sources
 
 	pace         *pacer // when transactions end
 	lastCommit   time.Time
@@ -316,6 +317,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return w.stopped(err)
 	}
+	defer w.sources.close()
 	pid, epoch := sess.Producer()
 	w.emit(Event{Kind: EventStarted, ProducerID: pid, Epoch: epoch})
 
