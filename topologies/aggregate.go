@@ -49,15 +49,15 @@ var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregat
 // so a crash neither loses a window nor counts a record twice.
 //
 // Repartitioning. State lives per partition, so a group must be in one
-// partition. With repartition: true (the default) the topology first writes
-// every record, keyed by its group, to the internal topic
-// <app>-<store>-repartition and aggregates what it reads back from there, as
-// Kafka Streams does; with repartition: false it aggregates its input
-// directly, which is right only if the input is already keyed by the group
-// (partitioned by kgo's or Kafka's default partitioner). Stage one does not
-// write every record: it pre-aggregates each transaction's records per
-// group and pane and writes the partial results at the commit (combine.go),
-// which gives the same results and dead letters as record by record.
+// partition. With repartition: true (the default) the topology first
+// re-keys by group through the internal topic <app>-<store>-repartition and
+// aggregates what it reads back from there, as Kafka Streams does; with
+// repartition: false it aggregates its input directly, which is right only
+// if the input is already keyed by the group (partitioned by kgo's or
+// Kafka's default partitioner). Stage one does not write every record: it
+// pre-aggregates each transaction's records per group and pane and writes
+// the partial results at the commit (combine.go), which gives the same
+// results and dead letters as record by record.
 type Aggregate struct {
 	groupBy     *expression
 	time        *expression
