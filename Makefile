@@ -2,7 +2,7 @@
 GO ?= go
 BIN ?= bin/eosctl
 
-.PHONY: help build test quickstart lint vet fmt clean chaos soak up down dashboards
+.PHONY: help build test quickstart lint vet fmt clean chaos soak up down dashboards kafka kafka-stop kafka-status
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -15,6 +15,15 @@ test: ## run every test (the README's test command)
 
 quickstart: ## the main job on an embedded broker: produce, copy with crashes, verify
 	$(GO) run ./cmd/eosctl quickstart
+
+kafka: ## start a real Apache Kafka 4.4 cluster: 3 nodes on 127.0.0.1:9092-9094, jars from Maven Central (NODES=1 for one)
+	scripts/kafka start --nodes $(or $(NODES),3)
+
+kafka-stop: ## stop the cluster `make kafka` started
+	scripts/kafka stop
+
+kafka-status: ## the nodes of that cluster, their PIDs and logs
+	scripts/kafka status
 
 chaos: ## the fault suite in its long form; prints the RELIABILITY.md table
 	$(GO) run ./cmd/eosctl chaos

@@ -81,6 +81,14 @@ func (f *Faults) Dropped(key int16) int {
 	return f.hits[key]
 }
 
+// Listener wraps ln so that every connection it accepts is subject to f. A
+// TCP proxy in front of a real broker (internal/kafkacluster) uses it to
+// inject the same faults into Apache Kafka that the embedded broker gets
+// through Config.Faults.
+func (f *Faults) Listener(ln net.Listener) net.Listener {
+	return &wrapListener{Listener: ln, faults: f}
+}
+
 func (f *Faults) take(key int16) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
