@@ -40,14 +40,40 @@ func (w *Worker) selfFenced(ctx context.Context, sess *txn.Session, err error) b
 		w.log.Info("fence check: this client has no group member id")
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// A replacement initialises its producer (the fence) before it joins
+	// the group, so right after the fence the group may still list this
+	// client: on Apache Kafka the zombie then re-initialised and fenced
+	// its own replacement. Only a verdict that holds after a grace period
+	// long enough for a replacement to join counts as self-inflicted.
+	grace := min(3*time.Second, w.cfg.SessionTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second+grace)
 	defer cancel()
 	cl, cerr := kgo.NewClient(w.cfg.ClientOpts...)
 	if cerr != nil {
 		return false
 	}
 	defer cl.Close()
-	groups, derr := kadm.NewClient(cl).DescribeGroups(ctx, w.cfg.App)
+	adm := kadm.NewClient(cl)
+	for look := range 2 {
+		if look > 0 {
+			select {
+			case <-time.After(grace):
+			case <-ctx.Done():
+				return false
+			}
+		}
+		if !w.groupStillListsUs(ctx, adm, member) {
+			return false
+		}
+	}
+	return true
+}
+
+// groupStillListsUs reports whether the group lists this instance id with
+// member, or with no member at all; false on a different member or a
+// failed lookup.
+func (w *Worker) groupStillListsUs(ctx context.Context, adm *kadm.Client, member string) bool {
+	groups, derr := adm.DescribeGroups(ctx, w.cfg.App)
 	if derr != nil {
 		return false
 	}
@@ -68,6 +94,6 @@ func (w *Worker) selfFenced(ctx context.Context, sess *txn.Session, err error) b
 	// and would then fence this client through the group in any case).
 	// This is what a broker restart that lost the group's members looks
 	// like, or this client's own session expiring.
-	w.log.Info("fence check: no member holds this instance id; treating the fence as self-inflicted", "group_state", g.State, "members", len(g.Members))
+	w.log.Info("fence check: no member holds this instance id", "group_state", g.State, "members", len(g.Members))
 	return true
 }
