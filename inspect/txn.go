@@ -201,8 +201,17 @@ func describeProducers(ctx context.Context, adm *kadm.Client, set kadm.TopicsSet
 // no transaction may stay open longer, so an open transaction older than
 // it has been forgotten by its coordinator. Kafka's find-hanging uses it as
 // its threshold.
+//
+// It asks the brokers by id: asked with no id, Apache Kafka describes only
+// the cluster-wide dynamic defaults, which hold transaction.max.timeout.ms
+// only if an operator set it dynamically (the embedded broker answers
+// either way).
 func MaxTransactionTimeout(ctx context.Context, adm *kadm.Client) (time.Duration, error) {
-	rcs, err := adm.DescribeBrokerConfigs(ctx)
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("listing brokers to describe: %w", err)
+	}
+	rcs, err := adm.DescribeBrokerConfigs(ctx, md.Brokers.NodeIDs()...)
 	if err != nil {
 		return 0, fmt.Errorf("describing broker configs: %w", err)
 	}
