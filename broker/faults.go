@@ -205,3 +205,11 @@ func (r *frameReader) feed(p []byte, onStart func(), onKey func(int16), onBytes 
 		p = p[n:]
 	}
 }
+
+// Reset disarms every drop and delay not yet taken and zeroes the counts,
+// so that one injector can serve several drills in turn.
+func (f *Faults) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drops, f.hits, f.delays, f.held = nil, nil, nil, nil
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/internal/eosctltest"
+	"github.com/eosctl/eos/internal/testbroker"
 
 	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
@@ -19,6 +20,7 @@ import (
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/supervise"
 	"github.com/eosctl/eos/verify"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -33,6 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	testbroker.Stop()
 	cleanup()
 	os.Exit(code)
 }
@@ -40,7 +43,7 @@ func TestMain(m *testing.M) {
 // env is one test's broker, admin client and worker processes.
 type env struct {
 	t      *testing.T
-	b      *broker.Broker
+	b      testbroker.Cluster
 	cl     *kgo.Client
 	opts   []kgo.Opt
 	ctx    context.Context
@@ -60,12 +63,15 @@ func newEnv(t *testing.T, cfg broker.Config) *env {
 func newEnvWith(t *testing.T, cfg broker.Config, connOpts []kgo.Opt) *env {
 	t.Helper()
 	cfg.MinSessionTimeout = time.Second
-	b, err := broker.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return newEnvOn(t, testbroker.Start(t, cfg), connOpts)
+}
+
+// newEnvOn is newEnvWith on a cluster the test started itself.
+func newEnvOn(t *testing.T, b testbroker.Cluster, connOpts []kgo.Opt) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	e := &env{t: t, b: b, ctx: ctx, opts: append([]kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}, connOpts...), logs: &bytes.Buffer{}}
+	var err error
 	e.cl, err = admin.Connect(ctx, 10*time.Second, e.opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +81,6 @@ func newEnvWith(t *testing.T, cfg broker.Config, connOpts []kgo.Opt) *env {
 			p.Kill()
 		}
 		e.cl.Close()
-		b.Close()
 		cancel()
 		if t.Failed() {
 			e.mu.Lock()
@@ -159,6 +164,41 @@ func (e *env) count(kind pipeline.EventKind) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return pipeline.CountEvents(e.events, kind)
+}
+
+// topics lists the cluster's topics. On Apache Kafka the cluster is shared
+// with the package's other tests, so a test that checks what it created
+// compares against the list taken before (requireNoNewTopics).
+func (e *env) topics() kadm.TopicDetails {
+	e.t.Helper()
+	ts, err := kadm.NewClient(e.cl).ListTopics(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ts
+}
+
+// requireNoNewTopics fails the test for every topic not in before.
+func (e *env) requireNoNewTopics(before kadm.TopicDetails, what string) {
+	e.t.Helper()
+	for _, name := range e.topics().Names() {
+		if !before.Has(name) {
+			e.t.Errorf("%s left topic %q behind", what, name)
+		}
+	}
+}
+
+// commitsByInstance counts the committed events of each instance.
+func (e *env) commitsByInstance() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	by := map[string]int{}
+	for _, ev := range e.events {
+		if ev.Kind == pipeline.EventCommitted {
+			by[ev.Instance]++
+		}
+	}
+	return by
 }
 
 // tail starts a concurrent read_committed reader of topic.

@@ -267,9 +267,9 @@ func TestHangingTransactionDrill(t *testing.T) {
 	e := newEnv(t, broker.Config{BrokerConfigs: map[string]string{"transaction.max.timeout.ms": "3600000"}})
 	const in, out, n = "drill-in", "drill-out", 3000
 	e.produce(in, n, 3, 0)
-	hangStart := time.Now()
 	e.hang("drill-a", in, 0, 40)
 	e.hang("drill-b", in, 1, 60)
+	hangStart := time.Now() // both have been open at least since
 	late := 0
 	e.produceLate(in, []int32{0, 1}, late, 500)
 	late += 500

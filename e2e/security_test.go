@@ -20,6 +20,8 @@ import (
 
 	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/kafkacluster"
+	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -57,6 +59,16 @@ func testCA(t *testing.T, dir string) *tls.Config {
 	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// server.pem is the same key and certificate as a PEM keystore, for
+	// Apache Kafka (ssl.keystore.type=PEM wants the key in PKCS#8).
+	p8, err := x509.MarshalPKCS8PrivateKey(srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keystore := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER})...)
+	if err := os.WriteFile(filepath.Join(dir, "server.pem"), keystore, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}}}
 }
 
@@ -89,14 +101,14 @@ type secureEnv struct {
 	admin []kgo.Opt // superuser connection
 }
 
-// newSecureEnv starts a TLS + SCRAM + ACL broker with one user per app.
+// newSecureEnv starts a TLS + SCRAM + ACL broker with one user per app: the
+// embedded one, or with EOS_TEST_BROKER=kafka an Apache Kafka node whose
+// CLIENT listener is SASL_SSL, with SCRAM users added when its storage is
+// formatted and ACLs created through the admin API for the
+// StandardAuthorizer.
 func newSecureEnv(t *testing.T, users map[string]string) *secureEnv {
 	dir := t.TempDir()
 	tc := testCA(t, dir)
-	opts := []kfake.Opt{kfake.TLS(tc), kfake.EnableSASL(), kfake.Superuser(scram256, "admin", "admin-pw"), kfake.EnableACLs()}
-	for app, skip := range users {
-		opts = append(opts, kfake.User(scram256, app, app+"-pw", grants(app, skip)...))
-	}
 	pool := x509.NewCertPool()
 	caPEM, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
 	pool.AppendCertsFromPEM(caPEM)
@@ -104,8 +116,58 @@ func newSecureEnv(t *testing.T, users map[string]string) *secureEnv {
 		kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
 		kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha256Mechanism()),
 	}
-	e := newEnvWith(t, broker.Config{Opts: opts}, adminOpts)
+	var e *env
+	if testbroker.IsKafka() {
+		creds := map[string]string{"admin": "admin-pw"}
+		for app := range users {
+			creds[app] = app + "-pw"
+		}
+		c := testbroker.Own(t, kafkacluster.Config{Nodes: 1, ClientOpts: adminOpts,
+			Security: &kafkacluster.Security{KeystorePEM: filepath.Join(dir, "server.pem"), Users: creds, SuperUsers: []string{"admin"}}})
+		e = newEnvOn(t, c, adminOpts)
+		for app, skip := range users {
+			createACLs(t, e, app, grants(app, skip))
+		}
+	} else {
+		opts := []kfake.Opt{kfake.TLS(tc), kfake.EnableSASL(), kfake.Superuser(scram256, "admin", "admin-pw"), kfake.EnableACLs()}
+		for app, skip := range users {
+			opts = append(opts, kfake.User(scram256, app, app+"-pw", grants(app, skip)...))
+		}
+		e = newEnvWith(t, broker.Config{Opts: opts}, adminOpts)
+	}
 	return &secureEnv{env: e, dir: dir, admin: append([]kgo.Opt{kgo.SeedBrokers(e.b.Addrs()...)}, adminOpts...)}
+}
+
+// createACLs grants user app the acls on Apache Kafka, through the admin
+// API as an operator would (kafka-acls.sh).
+func createACLs(t *testing.T, e *env, app string, acls []kfake.ACL) {
+	t.Helper()
+	var bs []*kadm.ACLBuilder
+	for _, a := range acls {
+		b := kadm.NewACLs().Allow("User:" + app).AllowHosts().Operations(kadm.ACLOperation(a.Operation)).ResourcePatternType(kadm.ACLPattern(a.Pattern))
+		switch a.Resource {
+		case kmsg.ACLResourceTypeTopic:
+			b = b.Topics(a.Name)
+		case kmsg.ACLResourceTypeGroup:
+			b = b.Groups(a.Name)
+		case kmsg.ACLResourceTypeTransactionalId:
+			b = b.TransactionalIDs(a.Name)
+		default:
+			t.Fatalf("no kadm resource for %v", a.Resource)
+		}
+		bs = append(bs, b)
+	}
+	for _, b := range bs {
+		rs, err := kadm.NewClient(e.cl).CreateACLs(e.ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Err != nil {
+				t.Fatalf("creating ACLs for %s: %v", app, r.Err)
+			}
+		}
+	}
 }
 
 // secureRun runs `eosctl run passthrough` as user app and returns its exit
@@ -216,6 +278,16 @@ func TestBadCredentialsFailFastAndClearly(t *testing.T) {
 	other := t.TempDir()
 	testCA(t, other) // a CA that did not sign the broker's certificate
 	addr := s.b.Addrs()[0]
+	// Apache Kafka names the failure (SASL_AUTHENTICATION_FAILED, an
+	// authentication failure: exit 4); the embedded broker only closes the
+	// connection, and eosctl says what that most likely means (exit 1).
+	wrongPassword := struct {
+		code int
+		has  string
+	}{1, "user or password was rejected"}
+	if testbroker.IsKafka() {
+		wrongPassword.code, wrongPassword.has = 4, "SASL_AUTHENTICATION_FAILED"
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -223,7 +295,7 @@ func TestBadCredentialsFailFastAndClearly(t *testing.T) {
 		code int
 		has  string
 	}{
-		{"wrong password", []string{"--tls-ca", filepath.Join(s.dir, "ca.pem"), "--sasl-mechanism", scram256, "--sasl-user", "creds"}, "EOSCTL_SASL_PASSWORD=wrong", 1, "user or password was rejected"},
+		{"wrong password", []string{"--tls-ca", filepath.Join(s.dir, "ca.pem"), "--sasl-mechanism", scram256, "--sasl-user", "creds"}, "EOSCTL_SASL_PASSWORD=wrong", wrongPassword.code, wrongPassword.has},
 		{"wrong CA", []string{"--tls-ca", filepath.Join(other, "ca.pem"), "--sasl-mechanism", scram256, "--sasl-user", "creds"}, "EOSCTL_SASL_PASSWORD=creds-pw", 1, "certificate"},
 		{"plaintext against TLS", nil, "", 1, "cannot reach brokers"},
 		{"mechanism without user", []string{"--sasl-mechanism", scram256}, "", 2, "--sasl-user is required"},

@@ -14,7 +14,6 @@ import (
 	"github.com/eosctl/eos/committed"
 	"github.com/eosctl/eos/datagen"
 	"github.com/eosctl/eos/pipeline"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -38,6 +37,7 @@ func TestTopologyCommandsAndBadConfigs(t *testing.T) {
 	e := newEnv(t, broker.Config{})
 	addr := e.b.Addrs()[0]
 	e.produce("tc-in", 10, 1, 0)
+	before := e.topics()
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -91,13 +91,7 @@ func TestTopologyCommandsAndBadConfigs(t *testing.T) {
 			}
 		})
 	}
-	topics, err := kadm.NewClient(e.cl).ListTopics(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if names := topics.Names(); len(names) != 1 || names[0] != "tc-in" {
-		t.Fatalf("bad input left topics behind: %v", names)
-	}
+	e.requireNoNewTopics(before, "bad input")
 }
 
 // `eosctl run etl` as a user runs it: the config and --dlq flags reach the

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"github.com/eosctl/eos/internal/testbroker"
 	"io"
 	"net"
 	"net/http"
@@ -61,7 +62,7 @@ func TestCatalogFollowsPrometheusNaming(t *testing.T) {
 
 // env is an embedded broker with an admin client.
 type env struct {
-	b    *broker.Broker
+	b    testbroker.Cluster
 	cl   *kgo.Client
 	adm  *kadm.Client
 	opts []kgo.Opt
@@ -70,17 +71,15 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	b, err := broker.Start(broker.Config{BrokerConfigs: map[string]string{"transaction.max.timeout.ms": "3600000"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testbroker.Start(t, broker.Config{BrokerConfigs: map[string]string{"transaction.max.timeout.ms": "3600000"}})
+	var err error
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	e := &env{b: b, ctx: ctx, opts: []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}}
 	if e.cl, err = admin.Connect(ctx, 10*time.Second, e.opts...); err != nil {
 		t.Fatal(err)
 	}
 	e.adm = kadm.NewClient(e.cl)
-	t.Cleanup(func() { e.cl.Close(); b.Close(); cancel() })
+	t.Cleanup(func() { e.cl.Close(); cancel() })
 	return e
 }
 

@@ -3,6 +3,7 @@ package topologies
 import (
 	"context"
 	"encoding/json"
+	"github.com/eosctl/eos/internal/testbroker"
 	"slices"
 	"strconv"
 	"testing"
@@ -20,7 +21,7 @@ import (
 // child processes (the e2e package runs the binary).
 type tenv struct {
 	t    *testing.T
-	b    *broker.Broker
+	b    testbroker.Cluster
 	opts []kgo.Opt
 	cl   *kgo.Client
 	ctx  context.Context
@@ -35,17 +36,14 @@ func newTEnv(t *testing.T) *tenv {
 func newTEnvWith(t *testing.T, cfg broker.Config) *tenv {
 	t.Helper()
 	cfg.MinSessionTimeout = time.Second
-	b, err := broker.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testbroker.Start(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
 	cl, err := admin.Connect(ctx, 10*time.Second, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cl.Close(); b.Close(); cancel() })
+	t.Cleanup(func() { cl.Close(); cancel() })
 	return &tenv{t: t, b: b, opts: opts, cl: cl, ctx: ctx}
 }
 

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"github.com/eosctl/eos/broker"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -37,6 +39,11 @@ type Node struct {
 	dir                                      string
 	clientPort, internalPort, controllerPort int
 	proxy                                    *Proxy
+	// peerProxies front the INTERNAL and CONTROLLER listeners, so that
+	// Isolate can cut the node off from its peers too.
+	peerProxies []*Proxy
+	// internalAddr and controllerAddr are what the other nodes dial.
+	internalAddr, controllerAddr string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -121,12 +128,21 @@ func (c *Cluster) layout() error {
 			}
 		}
 		n.Addr = net.JoinHostPort(c.cfg.Host, strconv.Itoa(n.clientPort))
+		n.internalAddr = net.JoinHostPort(c.cfg.Host, strconv.Itoa(n.internalPort))
+		n.controllerAddr = net.JoinHostPort(c.cfg.Host, strconv.Itoa(n.controllerPort))
 		if c.cfg.Proxy {
 			px, err := NewProxy(net.JoinHostPort(c.cfg.Host, "0"), n.Addr, c.cfg.Faults)
 			if err != nil {
 				return err
 			}
 			n.proxy, n.Addr = px, px.Addr()
+			for _, a := range []*string{&n.internalAddr, &n.controllerAddr} {
+				px, err := NewProxy(net.JoinHostPort(c.cfg.Host, "0"), *a, nil)
+				if err != nil {
+					return err
+				}
+				n.peerProxies, *a = append(n.peerProxies, px), px.Addr()
+			}
 		}
 		c.nodes = append(c.nodes, n)
 	}
@@ -151,7 +167,15 @@ func (c *Cluster) format(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
 		wg.Go(func() {
-			cmd := exec.CommandContext(ctx, "java", c.jvmArgs(n, "256m", "kafka.tools.StorageTool", "format", "-t", c.id, "-c", n.propsPath())...)
+			args := []string{"format", "-t", c.id, "-c", n.propsPath()}
+			if sec := c.cfg.Security; sec != nil {
+				for _, u := range slices.Sorted(maps.Keys(sec.Users)) {
+					for _, m := range scramMechanisms {
+						args = append(args, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", m, u, sec.Users[u]))
+					}
+				}
+			}
+			cmd := exec.CommandContext(ctx, "java", c.jvmArgs(n, "256m", "kafka.tools.StorageTool", args...)...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				errs[i] = fmt.Errorf("kafkacluster: formatting node %d: %w\n%s", n.ID, err, lastLines(string(out), 15))
 			}
@@ -228,7 +252,7 @@ func (c *Cluster) WaitReady(ctx context.Context, within time.Duration) error {
 func (c *Cluster) answersMetadata(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...)}, c.cfg.ClientOpts...)...)
 	if err != nil {
 		return err
 	}
@@ -321,6 +345,9 @@ func (c *Cluster) Stop() {
 			if n.proxy != nil {
 				n.proxy.Close()
 			}
+			for _, px := range n.peerProxies {
+				px.Close()
+			}
 		})
 	}
 	wg.Wait()
@@ -337,6 +364,20 @@ func (c *Cluster) Faults() *broker.Faults { return c.cfg.Faults }
 // Proxy returns the node's fault proxy (Cut isolates the node), or nil
 // without Config.Proxy.
 func (n *Node) Proxy() *Proxy { return n.proxy }
+
+// Isolate cuts the node off from everything (on) or ends that (off): its
+// clients, the other nodes' replication fetches and the KRaft quorum, as a
+// network partition does. The node keeps running and, cut off, is fenced
+// by the controller once its broker session expires; its partitions move
+// to the others. Without Config.Proxy it does nothing.
+func (n *Node) Isolate(on bool) {
+	if n.proxy != nil {
+		n.proxy.Cut(on)
+	}
+	for _, px := range n.peerProxies {
+		px.Cut(on)
+	}
+}
 
 // PID returns the process id of the node's current JVM.
 func (n *Node) PID() int {

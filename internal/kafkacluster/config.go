@@ -3,6 +3,7 @@ package kafkacluster
 import (
 	"fmt"
 	"github.com/eosctl/eos/broker"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"maps"
 	"slices"
 	"strings"
@@ -35,14 +36,25 @@ type Config struct {
 
 	// Proxy puts a fault proxy in front of every node's client listener and
 	// advertises the proxy's address, so clients reach the brokers only
-	// through it (see Node.Faults and Node.Cut). Replication and the quorum
-	// do not pass through it. Not with Detach: the proxies live in this
-	// process.
+	// through it (see Cluster.Faults and Proxy.Cut); replication and the
+	// quorum go through plain proxies of their own, so that Node.Isolate
+	// can partition a node from its peers too. Not with Detach: the
+	// proxies live in this process.
 	Proxy bool
 
 	// Faults is the injector every proxy consults; nil with Proxy means a
 	// new one (Cluster.Faults returns it). Setting it implies Proxy.
 	Faults *broker.Faults
+
+	// Security, if set, makes the CLIENT listener SASL_SSL with SCRAM users
+	// and the StandardAuthorizer (ACLs), as a secured production cluster
+	// is. Not with Proxy.
+	Security *Security
+
+	// ClientOpts are how the launcher itself connects to the CLIENT
+	// listener (TLS and SASL with Security), to wait for the nodes and
+	// to Clear.
+	ClientOpts []kgo.Opt
 
 	// Heap is the JVM heap of each node (-Xmx); empty means 512m, which
 	// fits three nodes beside the tests on a 2-core, 24 GiB machine.
@@ -100,11 +112,31 @@ func (c Config) validate() error {
 		return fmt.Errorf("kafkacluster: Nodes must be between 1 and 9, got %d", c.Nodes)
 	case len(c.Ports) > c.Nodes:
 		return fmt.Errorf("kafkacluster: %d Ports for %d Nodes", len(c.Ports), c.Nodes)
+	case c.Security != nil && c.Proxy:
+		return fmt.Errorf("kafkacluster: Security cannot be combined with Proxy: the proxies parse plaintext Kafka frames")
+	case c.Security != nil && c.Security.KeystorePEM == "":
+		return fmt.Errorf("kafkacluster: Security.KeystorePEM is required")
 	case c.Proxy && c.Detach:
 		return fmt.Errorf("kafkacluster: Proxy cannot be combined with Detach: the proxies live in the starting process")
 	}
 	return nil
 }
+
+// Security describes a secured CLIENT listener.
+type Security struct {
+	// KeystorePEM is a file holding the listener's PKCS#8 private key
+	// (unencrypted) and its certificate chain, PEM encoded.
+	KeystorePEM string
+	// Users are SCRAM credentials, name to password, created for both
+	// SCRAM-SHA-256 and SCRAM-SHA-512 when the storage is formatted.
+	Users map[string]string
+	// SuperUsers bypass the ACLs (the brokers' own INTERNAL and
+	// CONTROLLER listeners are plaintext and always do, as ANONYMOUS).
+	SuperUsers []string
+}
+
+// scramMechanisms are the SASL mechanisms a secured listener offers.
+var scramMechanisms = []string{"SCRAM-SHA-256", "SCRAM-SHA-512"}
 
 // replication returns the replication factor and min ISR for n nodes.
 func replication(n int) (rf, minISR int) {
@@ -119,7 +151,7 @@ func serverProperties(c Config, n *Node, all []*Node) string {
 	rf, isr := replication(c.Nodes)
 	voters := make([]string, len(all))
 	for i, o := range all {
-		voters[i] = fmt.Sprintf("%d@%s:%d", o.ID, c.Host, o.controllerPort)
+		voters[i] = fmt.Sprintf("%d@%s", o.ID, o.controllerAddr)
 	}
 	p := map[string]string{
 		"process.roles":                                    "broker,controller",
@@ -154,6 +186,21 @@ func serverProperties(c Config, n *Node, all []*Node) string {
 		"num.io.threads":                           "4",
 		"num.network.threads":                      "2",
 		"num.recovery.threads.per.data.dir":        "1",
+	}
+	if sec := c.Security; sec != nil {
+		p["listener.security.protocol.map"] = "CLIENT:SASL_SSL,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+		p["sasl.enabled.mechanisms"] = strings.Join(scramMechanisms, ",")
+		for _, m := range scramMechanisms {
+			p["listener.name.client."+strings.ToLower(m)+".sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+		}
+		p["listener.name.client.ssl.keystore.type"] = "PEM"
+		p["listener.name.client.ssl.keystore.location"] = sec.KeystorePEM
+		p["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+		supers := []string{"User:ANONYMOUS"}
+		for _, u := range sec.SuperUsers {
+			supers = append(supers, "User:"+u)
+		}
+		p["super.users"] = strings.Join(supers, ";")
 	}
 	maps.Copy(p, c.BrokerConfigs)
 	var b strings.Builder
