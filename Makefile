@@ -2,7 +2,7 @@
 GO ?= go
 BIN ?= bin/eosctl
 
-.PHONY: help build test quickstart lint vet fmt clean chaos soak up down dashboards kafka kafka-stop kafka-status
+.PHONY: help build test test-embedded test-kafka test-short quickstart lint vet fmt clean chaos soak up down dashboards kafka kafka-stop kafka-status
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -10,8 +10,20 @@ help: ## list the targets
 build: ## build bin/eosctl
 	$(GO) build -o $(BIN) ./cmd/eosctl
 
-test: ## run every test (the README's test command)
-	$(GO) test ./...
+# The packages whose tests run again against Apache Kafka (EOS_TEST_BROKER=kafka):
+# every test there that talks to a broker gets the real one.
+KAFKA_PKGS ?= ./e2e ./chaos ./inspect ./metrics ./topologies
+
+test: test-embedded test-kafka ## every test: the suite on the embedded broker, then again on Apache Kafka 4.4 (the README's test command)
+
+test-embedded: ## every test against the embedded broker (and the Kafka launcher's own tests)
+	$(GO) test ./... -count=1 -timeout 30m
+
+test-kafka: ## the broker-facing tests against a 3-node Apache Kafka 4.4 cluster each package starts (Java 17+, Maven)
+	EOS_TEST_BROKER=kafka $(GO) test -p 1 -count=1 -timeout 75m $(KAFKA_PKGS)
+
+test-short: ## the inner loop: skips the tests that start Apache Kafka
+	$(GO) test -short ./...
 
 quickstart: ## the main job on an embedded broker: produce, copy with crashes, verify
 	$(GO) run ./cmd/eosctl quickstart

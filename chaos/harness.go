@@ -25,6 +25,7 @@ import (
 	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/supervise"
 	"github.com/eosctl/eos/verify"
@@ -43,7 +44,10 @@ type harness struct {
 	// passthrough if empty.
 	topology []string
 
-	b     *broker.Broker  // in-process broker, if any
+	b *broker.Broker // in-process broker, if any
+	// kafka is the Apache Kafka cluster the scenario runs against instead
+	// of an embedded broker, if any; it outlives the scenario.
+	kafka *kafkacluster.Cluster
 	bproc *supervise.Proc // broker process, if any
 	// interrupted counts the transactions the broker process's crash
 	// recovery aborted on its restarts.
@@ -74,7 +78,13 @@ func newHarness(bin string, logs io.Writer) (*harness, error) {
 
 // inProcessBroker starts the broker in this process, where faults can be
 // injected into it.
+//
+// On Apache Kafka the scenario gets the shared cluster instead: cfg's
+// faults are the proxies' (faultsOr), and its settings are KafkaConfigs.
 func (h *harness) inProcessBroker(ctx context.Context, cfg broker.Config) error {
+	if h.kafka != nil {
+		return h.useKafka(ctx)
+	}
 	cfg.MinSessionTimeout = time.Second
 	b, err := broker.Start(cfg)
 	if err != nil {
@@ -86,7 +96,12 @@ func (h *harness) inProcessBroker(ctx context.Context, cfg broker.Config) error 
 
 // processBroker starts `eosctl broker` as a child process on a fixed port
 // with a data directory, so that it can be SIGKILLed and restarted.
+// On Apache Kafka the scenario gets the shared cluster, whose nodes
+// bounceNode stops and starts.
 func (h *harness) processBroker(ctx context.Context, extra ...string) error {
+	if h.kafka != nil {
+		return h.useKafka(ctx)
+	}
 	addr, err := broker.FreeAddr()
 	if err != nil {
 		return err
@@ -139,6 +154,9 @@ func (h *harness) bounceBroker(ctx context.Context, down time.Duration, hard boo
 // over (MoveTopicPartition), 2 an election on every partition (an
 // ElectLeaders request, as an admin would send).
 func (h *harness) moveLeaders(ctx context.Context, app string, how int) error {
+	if h.kafka != nil {
+		return h.moveKafkaLeaders(ctx, app, how)
+	}
 	c := h.b.Cluster()
 	switch how {
 	case 0:

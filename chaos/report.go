@@ -101,8 +101,13 @@ func round(d time.Duration) time.Duration {
 
 // Lookup returns the scenarios named, all of them for "all", and those of
 // a topology for "passthrough" or "aggregate".
-func Lookup(names []string) ([]Scenario, error) {
-	all := Scenarios()
+func Lookup(names []string, kafka bool) ([]Scenario, error) {
+	var all []Scenario
+	for _, s := range Scenarios() {
+		if kafka || !s.OnlyKafka {
+			all = append(all, s)
+		}
+	}
 	if len(names) == 0 || len(names) == 1 && names[0] == "all" {
 		return all, nil
 	}

@@ -68,7 +68,7 @@ func TestStatefulRowsReportTheirJudge(t *testing.T) {
 // Each stateful scenario runs the faults of a passthrough scenario, and
 // "aggregate" selects exactly them.
 func TestStatefulScenariosMirrorTheirFaults(t *testing.T) {
-	agg, err := Lookup([]string{topologyAggregate})
+	agg, err := Lookup([]string{topologyAggregate}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestStatefulScenariosMirrorTheirFaults(t *testing.T) {
 		if s.Topology != topologyAggregate {
 			t.Errorf("%s: topology %q", s.Name, s.Topology)
 		}
-		if _, err := Lookup([]string{strings.TrimPrefix(s.Name, "aggregate-")}); err != nil {
+		if _, err := Lookup([]string{strings.TrimPrefix(s.Name, "aggregate-")}, false); err != nil {
 			t.Errorf("%s mirrors no passthrough scenario: %v", s.Name, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -116,7 +117,10 @@ type Scenario struct {
 	Description string
 	// Topology is what the workers run: passthrough or aggregate.
 	Topology string
-	run      func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error
+	// OnlyKafka marks a drill that needs Apache Kafka (several real nodes
+	// behind proxies); on the embedded broker it is not run.
+	OnlyKafka bool
+	run       func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error
 }
 
 // Scenarios lists the drills in the order RELIABILITY.md presents them:
@@ -133,15 +137,16 @@ func Scenarios() []Scenario {
 	leaders := Scenario{Name: "partition-leader-moves", Description: "3-node embedded cluster: leaders of input, output and internal partitions moved to other nodes mid-transaction (shuffle, move, election in turn)", run: partitionLeaderMoves}
 	lost := Scenario{Name: "lost-responses", Description: "responses to EndTxn, TxnOffsetCommit, AddPartitionsToTxn and Produce dropped after the broker applied them (connection broken)", run: lostResponses}
 	slow := Scenario{Name: "slow-coordinator", Description: "EndTxn and TxnOffsetCommit responses held back longer than the worker's 2s request timeout", run: slowCoordinator}
+	partition := Scenario{Name: "network-partition", OnlyKafka: true, Description: "Apache Kafka only: the node coordinating a worker's transactions cut off from clients, replication and the quorum for 12s, longer than the 6s session and 5s request timeouts, twice per fault", run: networkPartition}
 	timeout := Scenario{Name: "txn-timeout", Description: "a worker frozen (SIGSTOP) longer than its 2s transaction.timeout.ms: the coordinator aborts its transaction", run: txnTimeout}
 	return []Scenario{
 		clean,
 		hard,
-		moves, leaders, lost, slow, timeout,
+		moves, leaders, lost, slow, timeout, partition,
 		{Name: "transactional-input", Description: "the input itself written in transactions, a third of them aborted (control markers in the input)", run: transactionalInput},
 		{Name: "single-partition-order", Description: "one partition, workers SIGKILLed mid-transaction: output order equals input order", run: singlePartitionOrder},
 		{Name: "kip848-group", Description: "KIP-848 consumer group protocol (broker-side assignment), SIGKILLs and a rebalance 1 → 2 workers", run: kip848},
-		stateful(clean), stateful(hard), stateful(moves), stateful(leaders), stateful(lost), stateful(slow), stateful(timeout),
+		stateful(clean), stateful(hard), stateful(moves), stateful(leaders), stateful(lost), stateful(slow), stateful(timeout), stateful(partition),
 	}
 }
 
@@ -154,14 +159,28 @@ func stateful(s Scenario) Scenario {
 	return s
 }
 
-// Run runs one scenario with the eosctl binary bin; logs receives the
-// processes' stderr.
+// Run runs one scenario on embedded brokers with the eosctl binary bin;
+// logs receives the processes' stderr.
 func Run(ctx context.Context, s Scenario, bin string, sz Size, logs io.Writer) (*Result, error) {
+	return RunOn(ctx, nil, s, bin, sz, logs)
+}
+
+// RunOn runs one scenario against the Apache Kafka cluster kafka (see
+// StartKafka), or on embedded brokers when kafka is nil. On Apache Kafka
+// every broker-side fault is made with the cluster's own processes and
+// proxies: nodes SIGKILLed at arbitrary instants or stopped with SIGTERM,
+// the coordinator's node lost, leaders moved by reassignment and election,
+// responses dropped or held by the proxies.
+func RunOn(ctx context.Context, kafka *kafkacluster.Cluster, s Scenario, bin string, sz Size, logs io.Writer) (*Result, error) {
 	h, err := newHarness(bin, logs)
 	if err != nil {
 		return nil, err
 	}
+	h.kafka = kafka
 	defer h.close()
+	if s.OnlyKafka && kafka == nil {
+		return nil, fmt.Errorf("%s: runs only against Apache Kafka", s.Name)
+	}
 	topology := cmp.Or(s.Topology, topologyPassthrough)
 	w := newWorkload(topology)
 	defer w.close()
@@ -229,6 +248,9 @@ func brokerBounce(ctx context.Context, h *harness, sz Size, res *Result, w workl
 	if err := h.processBroker(ctx, "--rtt", "2ms"); err != nil {
 		return err
 	}
+	if h.kafka != nil {
+		return nodeBounce(ctx, h, sz, res, w, hard)
+	}
 	produced, err := w.produce(ctx, h, "bounce-in", 6, sz.Records, 0)
 	if err != nil {
 		return err
@@ -271,6 +293,9 @@ func brokerBounce(ctx context.Context, h *harness, sz Size, res *Result, w workl
 func coordinatorMoves(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	if err := h.inProcessBroker(ctx, broker.Config{Nodes: 3}); err != nil {
 		return err
+	}
+	if h.kafka != nil {
+		return coordinatorLoss(ctx, h, sz, res, w)
 	}
 	c := h.b.Cluster()
 	res.Faults = fmt.Sprintf("%d coordinator moves", sz.Faults*2)
@@ -320,6 +345,10 @@ func partitionLeaderMoves(ctx context.Context, h *harness, sz Size, res *Result,
 	for _, at := range moves {
 		res.Recovery = append(res.Recovery, h.recoveries(at)...)
 	}
+	if h.kafka != nil {
+		res.Faults = fmt.Sprintf("%d partition-leader moves: reassignment with the replicas rotated and a preferred-leader election, and the SIGKILL of the node leading %s-out[0], in turn", n, app)
+		return err
+	}
 	g := h.b.EpochGuard()
 	res.Notes = append(res.Notes, fmt.Sprintf("%d partition answers in %d OffsetForLeaderEpoch requests corrected by the embedded broker's EpochGuard (kfake answers an epoch with nothing appended yet as undefined)", g.Corrected(), g.Answered()))
 	return err
@@ -330,6 +359,7 @@ func lostResponses(ctx context.Context, h *harness, sz Size, res *Result, w work
 	if err := h.inProcessBroker(ctx, broker.Config{Faults: faults}); err != nil {
 		return err
 	}
+	faults = h.faultsOr(faults)
 	keys := []kmsg.Key{kmsg.EndTxn, kmsg.TxnOffsetCommit, kmsg.AddPartitionsToTxn, kmsg.Produce}
 	err := runWith(ctx, h, sz, res, w, "lost", 4, 2, nil, func() error {
 		for i := range sz.Faults * len(keys) {
@@ -355,6 +385,7 @@ func slowCoordinator(ctx context.Context, h *harness, sz Size, res *Result, w wo
 	if err := h.inProcessBroker(ctx, broker.Config{Faults: faults}); err != nil {
 		return err
 	}
+	faults = h.faultsOr(faults)
 	keys := []kmsg.Key{kmsg.EndTxn, kmsg.TxnOffsetCommit}
 	err := runWith(ctx, h, sz, res, w, "slow", 4, 2, []string{"--request-timeout", "2s"}, func() error {
 		for i := range sz.Faults * len(keys) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/chaos"
+	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/spf13/cobra"
 )
 
@@ -19,6 +20,7 @@ func newChaosCmd(g *globals) *cobra.Command {
 		jsonFile string
 		verbose  bool
 		soak     time.Duration
+		kafka    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -37,17 +39,26 @@ results or dead letters.
 Scenarios:
 ` + scenarioList() + `
 --scenario takes names, "all", or a topology: "passthrough" or "aggregate".
+
+With --kafka the scenarios run against a 3-node Apache Kafka 4.4 cluster
+(replication factor 3, min.insync.replicas 2) that eosctl starts from Maven
+Central's jars (Java 17+ and Maven needed; the jars are cached in
+~/.cache/eos), with TCP proxies in front of every node for the lost and
+delayed responses and the network partition. There the broker faults are
+real: nodes SIGKILLed at arbitrary instants, the transaction coordinator's
+node lost, leaders moved by reassignment and election.
 The tables it prints are the ones in RELIABILITY.md. "go test ./chaos/" runs
 the same scenarios in a short form. Exits 1 if any scenario fails.`,
 		Example: `  eosctl chaos
   eosctl chaos --scenario aggregate
+  eosctl chaos --kafka --scenario broker-hard-bounce,network-partition
   eosctl chaos --scenario broker-clean-bounce,txn-timeout --records 200000 --faults 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sz.Records <= 0 || sz.Rate <= 0 || sz.Faults <= 0 {
 				return usage(fmt.Errorf("--records, --rate and --faults must be positive"))
 			}
-			scenarios, err := chaos.Lookup(strings.Split(names, ","))
+			scenarios, err := chaos.Lookup(strings.Split(names, ","), kafka)
 			if err != nil {
 				return usage(err)
 			}
@@ -60,6 +71,14 @@ the same scenarios in a short form. Exits 1 if any scenario fails.`,
 			if soak > 0 {
 				return runSoak(ctx, self, soak, sz.Rate, jsonFile)
 			}
+			var cluster *kafkacluster.Cluster
+			if kafka {
+				fmt.Fprintln(os.Stderr, "starting a 3-node Apache Kafka cluster")
+				if cluster, err = chaos.StartKafka(ctx, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "  "+f+"\n", a...) }); err != nil {
+					return err
+				}
+				defer cluster.Stop()
+			}
 			var results []*chaos.Result
 			failed := 0
 			for _, s := range scenarios {
@@ -68,7 +87,7 @@ the same scenarios in a short form. Exits 1 if any scenario fails.`,
 				if verbose {
 					logs = os.Stderr
 				}
-				res, err := chaos.Run(ctx, s, self, sz, logs)
+				res, err := chaos.RunOn(ctx, cluster, s, self, sz, logs)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "  %s: %v\n", s.Name, err)
 					failed++
@@ -99,6 +118,7 @@ the same scenarios in a short form. Exits 1 if any scenario fails.`,
 	f.IntVar(&sz.Faults, "faults", sz.Faults, "faults per scenario (kills, bounces, moves, drops)")
 	f.StringVar(&jsonFile, "json", "", "also write every result as JSON to this file")
 	f.BoolVar(&verbose, "verbose", false, "show the workers' logs")
+	f.BoolVar(&kafka, "kafka", false, "run against a 3-node Apache Kafka cluster started for the run instead of embedded brokers")
 	f.DurationVar(&soak, "soak", 0, "instead of the scenarios, copy a steady stream at --rate for this long (e.g. 30m), sampling throughput, worker RSS and goroutines")
 	return cmd
 }
