@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/eosctl/eos/internal/kafkacluster"
 	"os"
 	"regexp"
 	"slices"
@@ -197,15 +198,20 @@ func TestKafkaIsThreeKRaftNodesSafeForExactlyOnce(t *testing.T) {
 		if !strings.HasPrefix(s.Image, "apache/kafka:") {
 			t.Errorf("%s runs %q, want the official apache/kafka image", name, s.Image)
 		}
-		for key, want := range map[string]string{
-			"KAFKA_PROCESS_ROLES":                            "broker,controller",
-			"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR":         "3",
-			"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "3",
-			"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR":            "2",
-			"KAFKA_MIN_INSYNC_REPLICAS":                      "2",
-			"KAFKA_DEFAULT_REPLICATION_FACTOR":               "3",
-			"KAFKA_CONTROLLER_LISTENER_NAMES":                "CONTROLLER",
-		} {
+		if want := "apache/kafka:" + kafkacluster.DefaultVersion; s.Image != want {
+			t.Errorf("%s runs %q, want %q, the version make kafka and the tests run", name, s.Image, want)
+		}
+		// The settings the launcher gives a 3-node cluster for
+		// exactly-once (make kafka, the Apache Kafka test suite), so the
+		// stack runs what the tests proved.
+		wantEnv := map[string]string{
+			"KAFKA_PROCESS_ROLES":             "broker,controller",
+			"KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+		}
+		for k, v := range kafkacluster.ExactlyOnceSettings(3) {
+			wantEnv["KAFKA_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = v
+		}
+		for key, want := range wantEnv {
 			if got := env(e, key); got != want {
 				t.Errorf("%s: %s=%q, want %q", name, key, got, want)
 			}

@@ -154,26 +154,17 @@ func serverProperties(c Config, n *Node, all []*Node) string {
 		voters[i] = fmt.Sprintf("%d@%s", o.ID, o.controllerAddr)
 	}
 	p := map[string]string{
-		"process.roles":                                    "broker,controller",
-		"node.id":                                          fmt.Sprint(n.ID),
-		"controller.quorum.voters":                         strings.Join(voters, ","),
-		"listeners":                                        fmt.Sprintf("CLIENT://%s:%d,INTERNAL://%s:%d,CONTROLLER://%s:%d", c.Host, n.clientPort, c.Host, n.internalPort, c.Host, n.controllerPort),
-		"advertised.listeners":                             fmt.Sprintf("CLIENT://%s,INTERNAL://%s:%d", n.Addr, c.Host, n.internalPort),
-		"listener.security.protocol.map":                   "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"inter.broker.listener.name":                       "INTERNAL",
-		"controller.listener.names":                        "CONTROLLER",
-		"log.dirs":                                         n.dataDir(),
-		"offsets.topic.replication.factor":                 fmt.Sprint(rf),
-		"transaction.state.log.replication.factor":         fmt.Sprint(rf),
-		"transaction.state.log.min.isr":                    fmt.Sprint(isr),
+		"process.roles":                  "broker,controller",
+		"node.id":                        fmt.Sprint(n.ID),
+		"controller.quorum.voters":       strings.Join(voters, ","),
+		"listeners":                      fmt.Sprintf("CLIENT://%s:%d,INTERNAL://%s:%d,CONTROLLER://%s:%d", c.Host, n.clientPort, c.Host, n.internalPort, c.Host, n.controllerPort),
+		"advertised.listeners":           fmt.Sprintf("CLIENT://%s,INTERNAL://%s", n.Addr, n.internalAddr),
+		"listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"inter.broker.listener.name":     "INTERNAL",
+		"controller.listener.names":      "CONTROLLER",
+		"log.dirs":                       n.dataDir(),
 		"share.coordinator.state.topic.replication.factor": fmt.Sprint(rf),
 		"share.coordinator.state.topic.min.isr":            fmt.Sprint(isr),
-		"default.replication.factor":                       fmt.Sprint(rf),
-		"min.insync.replicas":                              fmt.Sprint(isr),
-		"group.initial.rebalance.delay.ms":                 "0",
-		// Topics are created on purpose, as on most production clusters;
-		// a typo in a topic name fails instead of creating a topic.
-		"auto.create.topics.enable": "false",
 		// Fewer internal partitions than the default 50 start faster on
 		// 2 cores; the coordinators still spread over every node.
 		"offsets.topic.num.partitions":         "12",
@@ -202,6 +193,7 @@ func serverProperties(c Config, n *Node, all []*Node) string {
 		}
 		p["super.users"] = strings.Join(supers, ";")
 	}
+	maps.Copy(p, ExactlyOnceSettings(c.Nodes))
 	maps.Copy(p, c.BrokerConfigs)
 	var b strings.Builder
 	b.WriteString("# written by eos's kafkacluster launcher\n")
@@ -209,6 +201,24 @@ func serverProperties(c Config, n *Node, all []*Node) string {
 		fmt.Fprintf(&b, "%s=%s\n", k, p[k])
 	}
 	return b.String()
+}
+
+// ExactlyOnceSettings are the broker settings a cluster of n nodes needs
+// for exactly-once to survive the loss of a node, as the launcher sets
+// them; the docker-compose stack sets the same (deploy's tests check).
+func ExactlyOnceSettings(n int) map[string]string {
+	rf, isr := replication(n)
+	return map[string]string{
+		"offsets.topic.replication.factor":         fmt.Sprint(rf),
+		"transaction.state.log.replication.factor": fmt.Sprint(rf),
+		"transaction.state.log.min.isr":            fmt.Sprint(isr),
+		"default.replication.factor":               fmt.Sprint(rf),
+		"min.insync.replicas":                      fmt.Sprint(isr),
+		"group.initial.rebalance.delay.ms":         "0",
+		// Topics are created on purpose, as on most production clusters;
+		// a typo in a topic name fails instead of creating a topic.
+		"auto.create.topics.enable": "false",
+	}
 }
 
 // log4j2Properties sends each node's log to server.log in its directory.
