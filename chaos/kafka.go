@@ -299,3 +299,43 @@ func networkPartition(ctx context.Context, h *harness, sz Size, res *Result, w w
 	}
 	return err
 }
+
+// transactionVersionSwitch downgrades the cluster's transaction.version
+// feature from 2 (KIP-890: implicit partition adds, an epoch bump at every
+// commit) to 1 and upgrades it back, in turn, while the workers copy. A
+// client chooses its protocol per request from the versions it negotiated,
+// and the coordinator must finish under the new version what began under
+// the old one.
+func transactionVersionSwitch(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+	if err := h.inProcessBroker(ctx, broker.Config{}); err != nil {
+		return err
+	}
+	adm := kadm.NewClient(h.cl)
+	defer adm.UpdateFeatures(context.WithoutCancel(ctx), false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: 2, UpgradeType: 1})
+	var switches []time.Time
+	var levels []int16
+	err := runWith(ctx, h, sz, res, w, "tvswitch", 6, 2, nil, func() error {
+		for i := range sz.Faults {
+			time.Sleep(spread(sz, sz.Faults))
+			level, upgrade := int16(1), int8(2) // a safe downgrade
+			if i%2 == 1 {
+				level, upgrade = 2, 1
+			}
+			r, err := adm.UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: level, UpgradeType: upgrade})
+			if err == nil {
+				err = r.Error()
+			}
+			if err != nil {
+				return fmt.Errorf("setting transaction.version to %d: %w", level, err)
+			}
+			levels = append(levels, level)
+			switches = append(switches, time.Now())
+		}
+		return nil
+	})
+	res.Faults = fmt.Sprintf("%d switches of transaction.version, to %v in turn", len(levels), levels)
+	for _, at := range switches {
+		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+	}
+	return err
+}

@@ -138,11 +138,12 @@ func Scenarios() []Scenario {
 	lost := Scenario{Name: "lost-responses", Description: "responses to EndTxn, TxnOffsetCommit, AddPartitionsToTxn and Produce dropped after the broker applied them (connection broken)", run: lostResponses}
 	slow := Scenario{Name: "slow-coordinator", Description: "EndTxn and TxnOffsetCommit responses held back longer than the worker's 2s request timeout", run: slowCoordinator}
 	partition := Scenario{Name: "network-partition", OnlyKafka: true, Description: "Apache Kafka only: the node coordinating a worker's transactions cut off from clients, replication and the quorum for 12s, longer than the 6s session and 5s request timeouts, twice per fault", run: networkPartition}
+	tvSwitch := Scenario{Name: "transaction-version-switch", OnlyKafka: true, Description: "Apache Kafka only: the cluster's transaction.version feature switched from 2 (KIP-890) to 1 and back while workers run", run: transactionVersionSwitch}
 	timeout := Scenario{Name: "txn-timeout", Description: "a worker frozen (SIGSTOP) longer than its 2s transaction.timeout.ms: the coordinator aborts its transaction", run: txnTimeout}
 	return []Scenario{
 		clean,
 		hard,
-		moves, leaders, lost, slow, timeout, partition,
+		moves, leaders, lost, slow, timeout, partition, tvSwitch,
 		{Name: "transactional-input", Description: "the input itself written in transactions, a third of them aborted (control markers in the input)", run: transactionalInput},
 		{Name: "single-partition-order", Description: "one partition, workers SIGKILLed mid-transaction: output order equals input order", run: singlePartitionOrder},
 		{Name: "kip848-group", Description: "KIP-848 consumer group protocol (broker-side assignment), SIGKILLs and a rebalance 1 → 2 workers", run: kip848},

@@ -246,23 +246,28 @@ func (c *Cluster) WaitReady(ctx context.Context, within time.Duration) error {
 	}
 }
 
-// answersMetadata asks for metadata on a new client (kgo serves metadata
-// from a cache for a while, which would keep a node that just registered
-// out of sight) and checks that it names every node.
+// answersMetadata asks every node itself for metadata, each on a new
+// client (kgo serves metadata from a cache for a while), and checks that
+// each answers and names every node. A node registers with the controller
+// before it opens its client listener, so metadata from one node naming
+// another does not mean the other is serving yet.
 func (c *Cluster) answersMetadata(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...)}, c.cfg.ClientOpts...)...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
-	if err != nil {
-		return err
-	}
-	if len(md.Brokers) != len(c.nodes) {
-		return fmt.Errorf("metadata names %d of %d nodes", len(md.Brokers), len(c.nodes))
+	for _, n := range c.nodes {
+		direct := net.JoinHostPort(c.cfg.Host, strconv.Itoa(n.clientPort))
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(direct)}, c.cfg.ClientOpts...)...)
+		if err != nil {
+			return err
+		}
+		md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("node %d: %w", n.ID, err)
+		}
+		if len(md.Brokers) != len(c.nodes) {
+			return fmt.Errorf("node %d's metadata names %d of %d nodes", n.ID, len(md.Brokers), len(c.nodes))
+		}
 	}
 	return nil
 }

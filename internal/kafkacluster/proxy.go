@@ -98,6 +98,14 @@ func (p *Proxy) forward(c net.Conn) {
 	defer p.forget(c)
 	up, err := net.Dial("tcp", p.target)
 	if err != nil {
+		// The node is down or not listening yet. Without the proxy the
+		// client's connect would be refused; the nearest the proxy can do
+		// after accepting is a reset. A plain close would read as EOF
+		// before any answer, which kgo takes for a TLS mismatch and does
+		// not retry.
+		if tc, ok := c.(interface{ SetLinger(int) error }); ok {
+			tc.SetLinger(0)
+		}
 		c.Close()
 		return
 	}
