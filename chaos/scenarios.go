@@ -117,6 +117,9 @@ type Scenario struct {
 	Description string
 	// Topology is what the workers run: passthrough or aggregate.
 	Topology string
+	// OnKafka describes the drill's Apache Kafka form where it differs
+	// (broker faults made with real nodes); empty if it is the same.
+	OnKafka string
 	// OnlyKafka marks a drill that needs Apache Kafka (several real nodes
 	// behind proxies); on the embedded broker it is not run.
 	OnlyKafka bool
@@ -127,14 +130,14 @@ type Scenario struct {
 // the passthrough copies, then the same faults against the aggregate
 // topology.
 func Scenarios() []Scenario {
-	clean := Scenario{Name: "broker-clean-bounce", Description: "stop the `eosctl broker` process with SIGTERM mid-run and restart it on the same port and data dir", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+	clean := Scenario{Name: "broker-clean-bounce", OnKafka: "a rolling restart: each node of the 3-node Apache Kafka cluster in turn stopped with SIGTERM mid-run and restarted after 500ms", Description: "stop the `eosctl broker` process with SIGTERM mid-run and restart it on the same port and data dir", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 		return brokerBounce(ctx, h, sz, res, w, false)
 	}}
-	hard := Scenario{Name: "broker-hard-bounce", Description: "SIGKILL the `eosctl broker` process (persistent --data-dir, --sync-writes) between two requests mid-run and restart it on the same port", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+	hard := Scenario{Name: "broker-hard-bounce", OnKafka: "a random node of the 3-node Apache Kafka cluster SIGKILLed at an arbitrary instant mid-run and restarted after 500ms", Description: "SIGKILL the `eosctl broker` process (persistent --data-dir, --sync-writes) between two requests mid-run and restart it on the same port", run: func(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 		return brokerBounce(ctx, h, sz, res, w, true)
 	}}
-	moves := Scenario{Name: "coordinator-moves", Description: "3-node embedded cluster: group and transaction coordinators moved to other nodes mid-transaction", run: coordinatorMoves}
-	leaders := Scenario{Name: "partition-leader-moves", Description: "3-node embedded cluster: leaders of input, output and internal partitions moved to other nodes mid-transaction (shuffle, move, election in turn)", run: partitionLeaderMoves}
+	moves := Scenario{Name: "coordinator-moves", OnKafka: "the node coordinating a worker's transactions SIGKILLed mid-transaction (its __transaction_state partition fails over) and restarted", Description: "3-node embedded cluster: group and transaction coordinators moved to other nodes mid-transaction", run: coordinatorMoves}
+	leaders := Scenario{Name: "partition-leader-moves", OnKafka: "leaders of the app's partitions moved by reassignment with the replicas rotated and a preferred-leader election, and the node leading the output's partition 0 SIGKILLed, in turn", Description: "3-node embedded cluster: leaders of input, output and internal partitions moved to other nodes mid-transaction (shuffle, move, election in turn)", run: partitionLeaderMoves}
 	lost := Scenario{Name: "lost-responses", Description: "responses to EndTxn, TxnOffsetCommit, AddPartitionsToTxn and Produce dropped after the broker applied them (connection broken)", run: lostResponses}
 	slow := Scenario{Name: "slow-coordinator", Description: "EndTxn and TxnOffsetCommit responses held back longer than the worker's 2s request timeout", run: slowCoordinator}
 	partition := Scenario{Name: "network-partition", OnlyKafka: true, Description: "Apache Kafka only: the node coordinating a worker's transactions cut off from clients, replication and the quorum for 12s, longer than the 6s session and 5s request timeouts, twice per fault", run: networkPartition}
@@ -151,10 +154,22 @@ func Scenarios() []Scenario {
 	}
 }
 
+// Describe says what the drill does against Apache Kafka (kafka) or the
+// embedded broker.
+func (s Scenario) Describe(kafka bool) string {
+	if kafka && s.OnKafka != "" {
+		return s.OnKafka
+	}
+	return s.Description
+}
+
 // stateful is the aggregate counterpart of a passthrough drill: the same
 // faults, with workers running the aggregate topology.
 func stateful(s Scenario) Scenario {
 	s.Description = "the faults of " + s.Name + ", against the aggregate topology (windows, changelog, repartition topic)"
+	if s.OnKafka != "" {
+		s.OnKafka = s.Description
+	}
 	s.Name = topologyAggregate + "-" + s.Name
 	s.Topology = topologyAggregate
 	return s

@@ -82,7 +82,7 @@ the same scenarios in a short form. Exits 1 if any scenario fails.`,
 			var results []*chaos.Result
 			failed := 0
 			for _, s := range scenarios {
-				fmt.Fprintf(os.Stderr, "running %s: %s\n", s.Name, s.Description)
+				fmt.Fprintf(os.Stderr, "running %s: %s\n", s.Name, s.Describe(kafka))
 				var logs io.Writer // nil discards the workers' logs
 				if verbose {
 					logs = os.Stderr

@@ -219,7 +219,23 @@ func (c *Cluster) startNode(n *Node) error {
 	}
 	n.cmd, n.pid, n.exited = cmd, cmd.Process.Pid, make(chan struct{})
 	exited := n.exited
-	go func() { cmd.Wait(); close(exited) }()
+	// The peers' proxies take connections again at once (the node's own
+	// quorum and replication need them); its client proxy only once it
+	// answers (RestartNode). While the process is down, all refuse.
+	for _, px := range n.peerProxies {
+		if err := px.Refuse(false); err != nil {
+			return err
+		}
+	}
+	go func() {
+		cmd.Wait()
+		for _, px := range append([]*Proxy{n.proxy}, n.peerProxies...) {
+			if px != nil {
+				px.Refuse(true)
+			}
+		}
+		close(exited)
+	}()
 	return nil
 }
 
@@ -334,7 +350,13 @@ func (c *Cluster) RestartNode(ctx context.Context, id int32) error {
 	if err := c.startNode(n); err != nil {
 		return err
 	}
-	return c.WaitReady(ctx, c.cfg.StartTimeout)
+	if err := c.WaitReady(ctx, c.cfg.StartTimeout); err != nil {
+		return err
+	}
+	if n.proxy != nil {
+		return n.proxy.Refuse(false)
+	}
+	return nil
 }
 
 // Stop stops every node (SIGTERM, then SIGKILL after a grace period),

@@ -9,21 +9,23 @@ import (
 	"github.com/eosctl/eos/broker"
 )
 
-// Proxy forwards a node's client connections and injects faults into them:
-// the responses broker.Faults is armed to drop or delay (a lost EndTxn
-// response after Kafka applied it), and Cut, which isolates the node from
-// every client as a network partition does. Replication and the KRaft
-// quorum use other listeners and are not affected.
+// Proxy forwards a node's connections and injects faults into them: the
+// responses broker.Faults is armed to drop or delay (a lost EndTxn response
+// after Kafka applied it), Cut, which stops all traffic as a network
+// partition does, and Refuse, which makes the node's address refuse
+// connections while its process is down, as it would without a proxy.
 type Proxy struct {
 	*broker.Faults // DropResponses, DelayResponses, Dropped, Delayed
 
-	ln     net.Listener
+	addr   string // the address it listens on, kept across Refuse
 	target string
 
-	mu     sync.Mutex
-	conns  map[net.Conn]bool // open client connections, true if held by a cut
-	cut    bool
-	closed bool
+	mu      sync.Mutex
+	ln      net.Listener      // nil while refusing
+	conns   map[net.Conn]bool // open client connections, true if held by a cut
+	cut     bool
+	closed  bool
+	serving sync.WaitGroup
 }
 
 // NewProxy listens on listen and forwards to target, injecting faults
@@ -36,44 +38,86 @@ func NewProxy(listen, target string, faults *broker.Faults) (*Proxy, error) {
 	if faults == nil {
 		faults = &broker.Faults{}
 	}
-	p := &Proxy{Faults: faults, target: target, conns: map[net.Conn]bool{}}
-	p.ln = p.Faults.Listener(ln)
-	go p.serve()
+	p := &Proxy{Faults: faults, addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	p.listenOn(ln)
 	return p, nil
 }
 
-// Addr is the address clients connect to.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) listenOn(ln net.Listener) {
+	p.ln = p.Faults.Listener(ln)
+	p.serving.Add(1)
+	go p.serve(p.ln)
+}
 
-// Cut isolates the node from its clients (on) or ends the isolation (off).
-// While cut, open connections are closed and new ones are accepted but
-// never answered, so clients see timeouts, as behind a dropped link, not
-// refusals. Ending the cut closes the held connections so clients
-// reconnect.
+// Addr is the address clients connect to.
+func (p *Proxy) Addr() string { return p.addr }
+
+// Cut stops all traffic through the proxy (on) or restores it (off), as a
+// network partition does. While cut, open connections are closed and new
+// ones are accepted and held unread, so clients see timeouts, not
+// refusals; ending the cut forwards the held connections with what their
+// clients sent meanwhile, as a healed link delivers it.
 func (p *Proxy) Cut(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = on
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
+	for c, held := range p.conns {
+		switch {
+		case on && !held:
+			c.Close()
+			delete(p.conns, c)
+		case !on && held:
+			p.conns[c] = false
+			go p.forward(c)
+		}
 	}
+}
+
+// Refuse closes the listener (on), so connecting to the node is refused as
+// it is when its process is down, or opens it again on the same address
+// (off). A proxy that accepted and then closed a connection would look, to
+// kgo, like a TLS mismatch, which it does not retry.
+func (p *Proxy) Refuse(on bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if on && p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+		for c := range p.conns {
+			c.Close()
+			delete(p.conns, c)
+		}
+	}
+	if !on && p.ln == nil {
+		ln, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return fmt.Errorf("kafkacluster: proxy for %s listening again on %s: %w", p.target, p.addr, err)
+		}
+		p.listenOn(ln)
+	}
+	return nil
 }
 
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() {
 	p.mu.Lock()
 	p.closed = true
+	if p.ln != nil {
+		p.ln.Close()
+	}
 	for c := range p.conns {
 		c.Close()
 	}
 	p.mu.Unlock()
-	p.ln.Close()
 }
 
-func (p *Proxy) serve() {
+func (p *Proxy) serve(ln net.Listener) {
+	defer p.serving.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -86,11 +130,9 @@ func (p *Proxy) serve() {
 		held := p.cut
 		p.conns[c] = held
 		p.mu.Unlock()
-		if held {
-			go func() { io.Copy(io.Discard, c); p.forget(c) }()
-			continue
+		if !held {
+			go p.forward(c)
 		}
-		go p.forward(c)
 	}
 }
 
@@ -98,11 +140,9 @@ func (p *Proxy) forward(c net.Conn) {
 	defer p.forget(c)
 	up, err := net.Dial("tcp", p.target)
 	if err != nil {
-		// The node is down or not listening yet. Without the proxy the
-		// client's connect would be refused; the nearest the proxy can do
-		// after accepting is a reset. A plain close would read as EOF
-		// before any answer, which kgo takes for a TLS mismatch and does
-		// not retry.
+		// The node stopped listening between the accept and now (Refuse
+		// follows its process's exit a moment later): reset, the nearest
+		// to a refusal after an accept.
 		if tc, ok := c.(interface{ SetLinger(int) error }); ok {
 			tc.SetLinger(0)
 		}
