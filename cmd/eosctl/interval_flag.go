@@ -49,8 +49,11 @@ func (intervalFlag) Type() string { return "duration|auto" }
 // fraction (0.03).
 type percentFlag struct{ v *float64 }
 
+// String is empty for zero, the "not set" value, so that help prints only
+// the default the usage text names (pflag prints any other value as a
+// second default).
 func (f percentFlag) String() string {
-	if f.v == nil {
+	if f.v == nil || *f.v == 0 {
 		return ""
 	}
 	return strconv.FormatFloat(*f.v*100, 'g', -1, 64) + "%"
