@@ -73,8 +73,8 @@ func TestBadInputGivesOneLineErrorsAndDocumentedExitCodes(t *testing.T) {
 			msg := strings.TrimSpace(stderr.String())
 			lines := strings.Split(msg, "\n")
 			last := lines[len(lines)-1]
-			if code != tc.code || !strings.Contains(last, tc.has) || !strings.HasPrefix(last, "eosctl: ") {
-				t.Fatalf("exit %d, stderr %q; want exit %d and a line containing %q", code, msg, tc.code, tc.has)
+			if code != tc.code || len(lines) != 1 || !strings.Contains(last, tc.has) || !strings.HasPrefix(last, "eosctl: ") {
+				t.Fatalf("exit %d, stderr %q; want exit %d and one line containing %q", code, msg, tc.code, tc.has)
 			}
 			if time.Since(start) > 15*time.Second {
 				t.Fatalf("took %s: bad input must fail fast", time.Since(start))

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
@@ -113,7 +114,17 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 				}
 				cfg.OnEvent = pipeline.JSONEvents(w)
 			}
-			exp, err := mopts.wire(&cfg)
+			// The start is logged once the worker has connected, checked
+			// its topics and initialised its producer, so that a worker
+			// that cannot start prints only its one-line error.
+			var exp *runExporter
+			var started atomic.Bool
+			cfg.OnEvent = pipeline.Chain(cfg.OnEvent, func(ev pipeline.Event) {
+				if ev.Kind == pipeline.EventStarted && !started.Swap(true) {
+					cfg.Logger.Info("worker started", "topology", t.Name, "transactional_id", cfg.App+"-"+cfg.Instance, "inputs", cfg.Inputs, "output", cfg.Output, "metrics", exp.url())
+				}
+			})
+			exp, err = mopts.wire(&cfg)
 			if err != nil {
 				return err
 			}
@@ -131,10 +142,11 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 			if err := exp.start(ctx); err != nil {
 				return err
 			}
-			cfg.Logger.Info("starting worker", "topology", t.Name, "transactional_id", w.TransactionalID(), "inputs", cfg.Inputs, "output", cfg.Output)
 			err = w.Run(ctx)
 			s := w.Stats()
-			cfg.Logger.Info("worker stopped", "committed", s.Committed.Load(), "aborted", s.Aborted.Load(), "consumed", s.Consumed.Load(), "produced", s.Produced.Load(), "reinits", s.Reinits.Load())
+			if started.Load() {
+				cfg.Logger.Info("worker stopped", "committed", s.Committed.Load(), "aborted", s.Aborted.Load(), "consumed", s.Consumed.Load(), "produced", s.Produced.Load(), "reinits", s.Reinits.Load())
+			}
 			exp.finish(ctx, err)
 			return err
 		},

@@ -84,8 +84,17 @@ func (e *runExporter) start(ctx context.Context) error {
 	}
 	e.srv = srv
 	go e.w.Run(ctx)
-	e.log.Info("serving metrics", "url", "http://"+srv.Addr()+"/metrics")
 	return nil
+}
+
+// url is where the metrics are served, "" when disabled; `eosctl run` logs
+// it with the worker's start, so that a worker that fails to start prints
+// only its error.
+func (e *runExporter) url() string {
+	if e == nil || e.srv == nil {
+		return ""
+	}
+	return "http://" + e.srv.Addr() + "/metrics"
 }
 
 // finish keeps serving for --metrics-linger after a failed run, then stops
