@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // ErrUnreachable is wrapped when no broker answers within the timeout.
@@ -41,24 +39,44 @@ func Connect(ctx context.Context, timeout time.Duration, opts ...kgo.Opt) (*kgo.
 }
 
 // Ping waits up to timeout for the cluster to answer a metadata request.
+// Its error names the likely cause (see [explain]): nothing listening, a
+// listener that never answers, a TLS mismatch, SASL on one side only, or
+// rejected credentials. It returns within timeout: if the cluster is slow
+// to answer, it asks the first seed broker directly at the same time,
+// rather than after the wait.
 func Ping(ctx context.Context, cl *kgo.Client, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	deadline := time.Now().Add(timeout)
+	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	_, err := kadm.NewClient(cl).BrokerMetadata(ctx)
-	if err == nil {
-		return nil
+	done := make(chan error, 1)
+	go func() {
+		_, err := kadm.NewClient(cl).BrokerMetadata(pctx)
+		done <- err
+	}()
+	var err error
+	var probed <-chan probeResult
+	select {
+	case err = <-done:
+		if err == nil {
+			return nil
+		}
+	case <-time.After(timeout / 2):
+		probed = startProbe(cl, deadline)
+		if err = <-done; err == nil {
+			return nil
+		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("cannot reach brokers %s: no answer within %s: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), timeout, ErrUnreachable)
+	seeds := strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ",")
+	if ctx.Err() != nil {
+		return fmt.Errorf("cannot reach brokers %s: %w", seeds, ctx.Err())
 	}
-	hint := ""
-	if ms, _ := cl.OptValue(kgo.SASL).([]sasl.Mechanism); len(ms) > 0 && errors.Is(err, io.EOF) {
-		hint = " (the connection closed during SASL authentication: most likely the user or password was rejected)"
+	if probed == nil {
+		probed = startProbe(cl, deadline)
 	}
-	return fmt.Errorf("cannot reach brokers %s%s: %w: %w", strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ","), hint, ErrUnreachable, err)
+	return &unreachableError{msg: "cannot reach brokers " + seeds + ": " + explain(cl, err, <-probed, timeout), err: err}
 }
 
 // Partitions returns the partition count of topic once every partition has

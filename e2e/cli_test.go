@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,22 +17,7 @@ func TestBadInputGivesOneLineErrorsAndDocumentedExitCodes(t *testing.T) {
 	addr := e.b.Addrs()[0]
 	e.produce("cli-in", 10, 1, 0)
 	before := e.topics()
-	// A "broker" that accepts connections and never answers.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	mute := silent.Addr().String()
+	mute := silentListener(t)
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -19,7 +19,20 @@ import (
 
 func runEosctl(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runEosctlEnv(t, nil, args...)
+}
+
+// runEosctlEnv is runEosctl with extra environment variables (KEY=VALUE;
+// empty ones are skipped).
+func runEosctlEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	cmd := exec.Command(eosctl, args...)
+	cmd.Env = os.Environ()
+	for _, kv := range env {
+		if kv != "" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -30,10 +30,13 @@ else is; 1 with the first offending keys otherwise.`,
   eosctl verify --input in --output out --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.Timeout = g.timeout
 			ctx, stop := signalContext()
 			defer stop()
-			c, err := g.connectAdmin(ctx)
+			// verify's --timeout shadows the global one; connecting waits
+			// the global default, or less if --timeout is shorter.
+			vg := *g
+			vg.timeout = min(g.timeout, cfg.Timeout)
+			c, err := vg.connectAdmin(ctx)
 			if err != nil {
 				return err
 			}
@@ -64,7 +67,7 @@ else is; 1 with the first offending keys otherwise.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Input, "input", "", "input topic, as written by eosctl produce (required)")
 	f.StringVar(&cfg.Output, "output", "", "output topic (required)")
-	f.DurationVar(&g.timeout, "timeout", time.Minute, "how long connecting and reading both topics to their end may take")
+	f.DurationVar(&cfg.Timeout, "timeout", time.Minute, "how long reading both topics to their end may take; connecting waits at most "+defaultTimeout.String()+", or this if shorter")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	_ = cmd.MarkFlagRequired("input")
 	_ = cmd.MarkFlagRequired("output")

@@ -15,6 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// defaultTimeout is --timeout's default: how long a command waits for the
+// brokers' first answer.
+const defaultTimeout = 10 * time.Second
+
 // globals are the flags every command shares.
 type globals struct {
 	brokers   string
@@ -60,7 +64,7 @@ instance with the same transactional.id; 4 authorization failure.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.brokers, "brokers", envOr("EOSCTL_BROKERS", "127.0.0.1:9092"), "comma-separated seed brokers (env EOSCTL_BROKERS)")
-	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long to wait for the brokers to answer before failing")
+	pf.DurationVar(&g.timeout, "timeout", defaultTimeout, "how long to wait for the brokers to answer before failing")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (logs go to stderr)")
 	pf.BoolVar(&g.conn.TLS, "tls", envOr("EOSCTL_TLS", "") == "true", "connect with TLS (env EOSCTL_TLS=true)")
