@@ -34,7 +34,7 @@ func TestBadInputGivesOneLineErrorsAndDocumentedExitCodes(t *testing.T) {
 		{"unknown topology", []string{"run", "nosuch", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-in", "--output", "o"}, 2, `unknown topology "nosuch"`},
 		{"bad duration", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-in", "--output", "o", "--commit-interval", "soon"}, 2, "invalid argument"},
 		{"negative interval", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-in", "--output", "o", "--commit-interval", "-1s"}, 2, "must not be negative"},
-		{"missing input topic", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-nosuch", "--output", "cli-o2"}, 2, `"cli-nosuch"`},
+		{"missing input topic", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-nosuch", "--output", "cli-o2", "--input-wait", "0"}, 2, `"cli-nosuch"`},
 		{"zero records", []string{"produce", "--brokers", addr, "--topic", "cli-p", "--count", "0"}, 2, "count must be positive"},
 		{"verify missing topic", []string{"verify", "--brokers", addr, "--input", "cli-in", "--output", "cli-none"}, 2, `topic "cli-none"`},
 		{"refused brokers", []string{"verify", "--brokers", "127.0.0.1:1", "--input", "a", "--output", "b"}, 1, "cannot reach brokers 127.0.0.1:1"},

@@ -72,6 +72,10 @@ type Config struct {
 	TransactionTimeout time.Duration
 	// StartTimeout bounds the initial connection; 0 means 10s.
 	StartTimeout time.Duration
+	// InputWait is how long Run waits, at start, for a missing input topic
+	// to be created (by a producer started at the same time, say) before it
+	// fails with admin.ErrNoTopic; 0 fails at once. It logs that it waits.
+	InputWait time.Duration
 	// RequestTimeout bounds a request the client waits on without a
 	// timeout of its own (EndTxn, TxnOffsetCommit...); 0 means franz-go's
 	// default of 10s. A request that outlives it leaves its outcome unknown.
@@ -165,7 +169,7 @@ func New(cfg Config, t Transform) (*Worker, error) {
 		}
 		seen[tp] = tp
 	}
-	if cfg.CommitInterval < 0 || cfg.MaxTxnRecords < 0 || cfg.SessionTimeout < 0 || cfg.TransactionTimeout < 0 {
+	if cfg.CommitInterval < 0 || cfg.MaxTxnRecords < 0 || cfg.SessionTimeout < 0 || cfg.TransactionTimeout < 0 || cfg.InputWait < 0 {
 		return nil, fmt.Errorf("%w: durations and --max-txn-records must not be negative", ErrConfig)
 	}
 	if err := validateAuto(&cfg); err != nil {
@@ -286,6 +290,9 @@ func (w *Worker) prepare(ctx context.Context) error {
 		return err
 	}
 	defer cl.Close()
+	if err := w.awaitInputs(ctx, cl); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout)
 	defer cancel()
 	var parts int32
@@ -312,12 +319,49 @@ func (w *Worker) prepare(ctx context.Context) error {
 	return w.prepareTopics(ctx, cl, inParts, parts)
 }
 
+// awaitInputs waits up to InputWait for every input topic to exist, so that
+// a worker started together with the producer of its input does not race
+// it. Any other error is left to prepare.
+func (w *Worker) awaitInputs(ctx context.Context, cl *kgo.Client) error {
+	if w.cfg.InputWait <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(w.cfg.InputWait)
+	for _, in := range w.cfg.Inputs {
+		logged := false
+		for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+			rctx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout)
+			_, err := admin.Partitions(rctx, cl, in)
+			cancel()
+			if !errors.Is(err, admin.ErrNoTopic) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("input: %w (waited %s for it to be created)", err, w.cfg.InputWait)
+			}
+			if !logged {
+				w.log.Info("input topic does not exist yet; waiting for it to be created", "topic", in, "up_to", time.Until(deadline).Round(time.Millisecond))
+				logged = true
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(min(backoff, time.Until(deadline)+time.Millisecond)):
+			}
+		}
+	}
+	return nil
+}
+
 // Run runs the worker until ctx is canceled (then it ends the open
 // transaction, leaves and returns nil) or an error it must not retry
 // through: a *fencing.FencedError when another incarnation took over its
 // transactional.id, an authorization error, or a failed Transform.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.prepare(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started: nothing to end
+		}
 		return err
 	}
 	sess, err := txn.Open(ctx, w.id, w.log, w.clientOpts()...)

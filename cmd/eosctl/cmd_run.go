@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
@@ -35,6 +36,10 @@ Kubernetes StatefulSet) and restart it with the same one: the restart fences
 the old incarnation, aborts its open transaction, and resumes from the
 committed offsets. Two live workers with the same --instance is a zombie
 situation: the older one is fenced and exits with code 3.
+
+A missing input topic is waited for, up to --input-wait (default 30s, 0
+fails at once), so that a worker started together with the producer of its
+input does not race it; then it is bad input (exit 2).
 
 The output topic is created if missing (partitions: as the first input). Every
 output record carries an eos-idempotency-key header naming its source
@@ -156,6 +161,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 	f.StringVar(&cfg.Instance, "instance", "", "this worker's fixed instance id, e.g. 0 or $(hostname) (required)")
 	f.StringVar(&inputs, "input", "", "comma-separated input topics (required)")
 	f.StringVar(&cfg.Output, "output", "", "output topic (required; created if missing)")
+	f.DurationVar(&cfg.InputWait, "input-wait", 30*time.Second, "how long to wait at start for a missing input topic to be created (0: fail at once)")
 	f.Int32Var(&cfg.OutputPartitions, "output-partitions", 0, "partitions of the output topic if it is created (default: as the first input)")
 	autoIntervalFlags(f, &cfg.CommitInterval, &cfg.AutoInterval, &cfg.OverheadBudget, &cfg.MaxCommitInterval,
 		"how often to commit, counted from the start of the previous commit (default 100ms), or auto: the shortest interval that keeps commits under --eos-overhead-budget")
