@@ -70,8 +70,9 @@ Prometheus /metrics (commits, aborts, latencies, producer epoch, fences,
 LSO lag and consumer lag of its partitions, open and hanging transactions,
 franz-go client metrics), /healthz and /readyz (200 while it has partitions,
 is not fenced, and committed within max(30s, 10 x --commit-interval) or has
-nothing to consume). Every worker on one host needs its own port; a busy
-port fails start-up.
+nothing to consume). If the default port is taken (a second worker on this
+host), a free port is used and logged; an address given with the flag or
+the variable that is taken fails start-up.
 
 Topologies: ` + strings.Join(topologies.Names(), ", "),
 		Example: `  eosctl run passthrough --app copy --instance 0 --input in --output out

@@ -14,6 +14,7 @@ import (
 func newVerifyCmd(g *globals) *cobra.Command {
 	var cfg verify.Config
 	var asJSON bool
+	var group string
 	cmd := &cobra.Command{
 		Use:   "verify --input TOPIC --output TOPIC",
 		Short: "Check with read_committed that every input record is in the output exactly once",
@@ -24,9 +25,15 @@ the input and output counts, duplicates, missing keys, unexpected keys and
 per-partition order violations (records of one input partition that appear
 out of input order within an output partition).
 
+Verify reads the output when it runs: while workers are still copying, it
+reports their backlog as missing. --wait-caught-up APP first waits (up to
+--timeout) until the consumer group APP has committed all of the input, as
+"eosctl lag --group APP" showing 0 would tell.
+
 Exits 0 only when every input key is in the output exactly once and nothing
 else is; 1 with the first offending keys otherwise.`,
 		Example: `  eosctl verify --input in --output out
+  eosctl verify --input in --output out --wait-caught-up copy
   eosctl verify --input in --output out --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -46,7 +53,14 @@ else is; 1 with the first offending keys otherwise.`,
 					return err
 				}
 			}
+			if group != "" {
+				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s)\n", group, cfg.Input, cfg.Timeout)
+				err = admin.WaitCaughtUp(ctx, c.cl, group, cfg.Timeout, cfg.Input)
+			}
 			c.close()
+			if err != nil {
+				return err
+			}
 			rep, err := verify.Run(ctx, c.opts, cfg)
 			if err != nil {
 				return err
@@ -69,6 +83,7 @@ else is; 1 with the first offending keys otherwise.`,
 	f.StringVar(&cfg.Output, "output", "", "output topic (required)")
 	f.DurationVar(&cfg.Timeout, "timeout", time.Minute, "how long reading both topics to their end may take; connecting waits at most "+defaultTimeout.String()+", or this if shorter")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&group, "wait-caught-up", "", "first wait until this consumer group (the workers' --app) has committed all of the input, up to --timeout")
 	_ = cmd.MarkFlagRequired("input")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd

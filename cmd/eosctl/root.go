@@ -53,11 +53,13 @@ instance with the same transactional.id; 4 authorization failure.`,
 		Example: `  # the whole story in one command, on an embedded broker
   eosctl quickstart
 
-  # or step by step
+  # or step by step (as in the README)
   eosctl broker --data-dir ./.eosctl/data &
-  eosctl produce --topic in --count 100000
+  sleep 1
+  eosctl produce --topic in --count 1000000
   eosctl run passthrough --app copy --instance 0 --input in --output out &
-  eosctl verify --input in --output out`,
+  eosctl run passthrough --app copy --instance 1 --input in --output out &
+  eosctl verify --input in --output out --wait-caught-up copy`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/eosctl/eos/metrics"
@@ -22,14 +25,19 @@ type runMetrics struct {
 	addr     string
 	interval time.Duration
 	linger   time.Duration
+	// chosen reports whether the user chose addr (the flag or the
+	// environment variable), rather than taking the default.
+	chosen func() bool
 }
 
 func (m *runMetrics) flags(f *pflag.FlagSet) {
 	def := defaultMetricsAddr
-	if v, ok := os.LookupEnv("EOSCTL_METRICS_ADDR"); ok {
+	v, fromEnv := os.LookupEnv("EOSCTL_METRICS_ADDR")
+	if fromEnv {
 		def = v
 	}
-	f.StringVar(&m.addr, "metrics-addr", def, `serve Prometheus /metrics, /healthz and /readyz on this host:port; "" disables (env EOSCTL_METRICS_ADDR). Give every worker on a host its own port`)
+	f.StringVar(&m.addr, "metrics-addr", def, `serve Prometheus /metrics, /healthz and /readyz on this host:port; "" disables (env EOSCTL_METRICS_ADDR). If the default port is taken (a second worker on this host), a free port is used and logged; a port given here that is taken fails start-up`)
+	m.chosen = func() bool { return fromEnv || f.Changed("metrics-addr") }
 	f.DurationVar(&m.interval, "metrics-interval", metrics.DefaultPollInterval, "how often the lag and transaction gauges are read from the admin API")
 	f.DurationVar(&m.linger, "metrics-linger", 0, "after the worker stops with an error (fenced, failed), keep serving the final metrics this long so a scrape sees why; SIGINT ends it early")
 }
@@ -72,13 +80,23 @@ func (m *runMetrics) wire(cfg *pipeline.Config) (*runExporter, error) {
 	return &runExporter{m: m, w: w, log: cfg.Logger}, nil
 }
 
-// start listens on --metrics-addr (a busy port fails here, naming the flag)
-// and polls offsets until ctx ends.
+// start listens on --metrics-addr and polls offsets until ctx ends. A busy
+// port the user chose fails here, naming the flag; a busy default port
+// (another worker on this host took it) is replaced by a free one, with a
+// warning that says which, so that two workers started as the README does
+// both run.
 func (e *runExporter) start(ctx context.Context) error {
 	if e == nil {
 		return nil
 	}
 	srv, err := listenMetrics(e.m.addr, e.w.Handler())
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) && !e.m.chosen() {
+		host, _, _ := net.SplitHostPort(e.m.addr)
+		if srv, err = listenMetrics(net.JoinHostPort(host, "0"), e.w.Handler()); err == nil {
+			e.log.Warn("the default metrics port is taken (another worker on this host?); serving metrics on a free port instead: give each worker its own --metrics-addr to scrape it at a known address",
+				"taken", e.m.addr, "url", "http://"+srv.Addr()+"/metrics")
+		}
+	}
 	if err != nil {
 		return err
 	}
