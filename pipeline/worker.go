@@ -473,7 +473,7 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 	var consumed int
 	for {
 		if ctx.Err() != nil {
-			return w.shutdown(sess)
+			return w.shutdown(sess, consumed)
 		}
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if sess.InTxn() {
@@ -615,13 +615,16 @@ func (w *Worker) abort(ctx context.Context, sess *txn.Session) {
 	w.stats.Aborted.Add(1)
 }
 
-// shutdown commits the open transaction: every record in it has been fully
-// processed, so committing is as safe as aborting and loses less work.
-func (w *Worker) shutdown(sess *txn.Session) error {
+// shutdown commits the open transaction, which consumed records:
+// every record in it has been fully processed, so committing is as safe as
+// aborting and loses less work. The count goes into the committed event and
+// the stats like any commit's (it was 0, and a worker stopped by SIGINT
+// reported fewer records consumed than produced).
+func (w *Worker) shutdown(sess *txn.Session, consumed int) error {
 	if !sess.InTxn() {
 		return nil
 	}
-	err := w.end(context.Background(), sess, 0)
+	err := w.end(context.Background(), sess, consumed)
 	if err != nil && txn.Classify(err) == txn.Unknown {
 		w.log.Warn("final commit outcome unknown; the next incarnation resumes from the broker's committed offsets", "err", err)
 		return nil
