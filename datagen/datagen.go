@@ -10,6 +10,7 @@ package datagen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -125,6 +126,9 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 		})
 	}
 	promise := func(r *kgo.Record, err error) {
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return // not written: interrupted before it was sent
+		}
 		if err != nil {
 			fail(fmt.Errorf("datagen: producing record %s to %s[%d]: %w", r.Key, r.Topic, r.Partition, err))
 			return
@@ -149,10 +153,13 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 			Timestamp: ts,
 		}, promise)
 	}
-	// Flush with the caller's context: after a failure pctx is canceled,
-	// and we still want every outstanding promise to have run so that
-	// Result is accurate and no promise outlives Produce.
-	flushErr := cl.Flush(ctx)
+	// Flush even when the caller's context is canceled (bounded, not
+	// forever): every outstanding promise must have run so that Result
+	// counts exactly the records written, and no promise outlives Produce.
+	// Records still buffered fail at once with pctx.
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), flushAfterInterrupt)
+	defer fcancel()
+	flushErr := cl.Flush(fctx)
 	stopProgress()
 
 	res.Records, res.Bytes, res.Elapsed = acked.Load(), bytes.Load(), time.Since(start)
@@ -165,10 +172,39 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 		return res, firstErr
 	case flushErr != nil:
 		return res, fmt.Errorf("datagen: flushing records to %s: %w", cfg.Topic, flushErr)
-	case ctx.Err() != nil: // canceled between records, nothing failed
-		return res, fmt.Errorf("datagen: producing to %s stopped after %d of %d records: %w", cfg.Topic, i, cfg.Count, ctx.Err())
+	case ctx.Err() != nil: // interrupted; what was written is counted
+		return res, &InterruptedError{Topic: cfg.Topic, Written: res.Records, Count: cfg.Count, Err: ctx.Err()}
 	}
 	return res, nil
+}
+
+// flushAfterInterrupt bounds the flush of an interrupted Produce: the
+// records already sent get their answers, the rest fail at once.
+const flushAfterInterrupt = 10 * time.Second
+
+// InterruptedError is Produce's error when its context ends first: it says
+// what was written, because a rerun starts again at key 0 and so appends
+// keys the topic already has.
+type InterruptedError struct {
+	Topic          string
+	Written, Count int64
+	Err            error // the context's error
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("interrupted after writing %s of %s records to %s; writing again starts at key 0 and appends keys that are already there",
+		thousands(e.Written), thousands(e.Count), e.Topic)
+}
+
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// thousands renders n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // startProgress calls fn about ten times a second from a single goroutine

@@ -61,8 +61,16 @@ const (
 
 // Run runs the quickstart. It returns the summary and an error if any step
 // failed; a verify failure is reported in Summary.Verify, not as an error.
-func Run(ctx context.Context, cfg Config) (*Summary, error) {
+func Run(ctx context.Context, cfg Config) (_ *Summary, err error) {
 	cfg.defaults()
+	// An interrupt says where the run was; everything it made is removed
+	// on the way out (the broker's temporary directory, the workers).
+	phase := "starting the embedded broker"
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("quickstart interrupted while %s; the embedded broker, its temporary data and the workers are gone, nothing else was written: %w", phase, ctx.Err())
+		}
+	}()
 	start := time.Now()
 	say := func(format string, args ...any) { fmt.Fprintf(cfg.Out, format+"\n", args...) }
 
@@ -85,6 +93,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer cl.Close()
+	phase = "producing the input"
 	res, err := datagen.Produce(ctx, cl, datagen.Config{Topic: input, Count: cfg.Records, Size: cfg.Size, Partitions: cfg.Partitions})
 	if err != nil {
 		return nil, fmt.Errorf("producing input: %w", err)
@@ -94,6 +103,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if _, _, err := admin.EnsureTopic(ctx, cl, output, res.Partitions, nil); err != nil {
 		return nil, err
 	}
+	phase = "copying with the workers"
 	f := &fleet{cfg: cfg, brokers: b.Addrs()[0]}
 	copyStart := time.Now()
 	for i := range cfg.Workers {
@@ -119,6 +129,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	// the restarted worker initialises the same transactional.id.
 	sum.Aborted = int(f.aborted.Load()) + f.midTxn
 
+	phase = "verifying"
 	rep, err := verify.Run(ctx, opts, verify.Config{Input: input, Output: output, Timeout: time.Minute})
 	if err != nil {
 		return nil, fmt.Errorf("verifying: %w", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strings"
 
@@ -17,6 +18,10 @@ const (
 	exitUsage   = 2 // bad input: unknown flag or topology, invalid value, missing topic
 	exitFenced  = 3 // a worker was fenced by another instance with the same transactional.id
 	exitAuth    = 4 // authorization or authentication failure
+	// exitInterrupted: SIGINT or SIGTERM stopped a command before it was
+	// done (128 + SIGINT, as shells report it); its line says what was
+	// done. A worker stopped so is not interrupted: stopping is how it ends.
+	exitInterrupted = 130
 )
 
 // usageError marks errors caused by the command line itself.
@@ -47,6 +52,8 @@ func exitCode(err error) int {
 		return exitUsage
 	case txn.Classify(err) == txn.Auth:
 		return exitAuth
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
 	}
 	return exitFailure
 }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -42,7 +43,11 @@ func execute(root *cobra.Command, args []string) int {
 		err = usage(err)
 	}
 	if _, quiet := err.(verifyFailed); !quiet {
-		fmt.Fprintln(os.Stderr, "eosctl: "+oneLine(err))
+		msg := oneLine(err)
+		if msg == context.Canceled.Error() {
+			msg = "interrupted"
+		}
+		fmt.Fprintln(os.Stderr, "eosctl: "+msg)
 	}
 	return exitCode(err)
 }
