@@ -89,7 +89,13 @@ type Broker struct {
 	c     *kfake.Cluster
 	cfg   Config
 	guard *EpochGuard // nil on one node or with RawLeaderEpochs
+	lock  *dirLock    // nil without a data directory
 }
+
+// ErrConfig is wrapped by Start's errors about the configuration itself (a
+// malformed listen address, a node count out of range), which are bad input
+// rather than a failure to start.
+var ErrConfig = errors.New("broker: invalid configuration")
 
 // Start starts the cluster and returns once every node is listening.
 func Start(cfg Config) (*Broker, error) {
@@ -102,10 +108,10 @@ func Start(cfg Config) (*Broker, error) {
 		nodes = 1
 	}
 	if nodes < 0 || nodes > 16 {
-		return nil, fmt.Errorf("broker: --nodes must be between 1 and 16, got %d", nodes)
+		return nil, fmt.Errorf("%w: --nodes must be between 1 and 16, got %d", ErrConfig, nodes)
 	}
 	if cfg.RTT < 0 {
-		return nil, fmt.Errorf("broker: --rtt must not be negative, got %s", cfg.RTT)
+		return nil, fmt.Errorf("%w: --rtt must not be negative, got %s", ErrConfig, cfg.RTT)
 	}
 
 	ports := make([]int, nodes)
@@ -143,19 +149,28 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	opts = append(opts, cfg.Opts...)
 
+	var lock *dirLock
+	if cfg.DataDir != "" {
+		if lock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.DataDir != "" && !cfg.RawCrashRecovery {
 		if err := recoverInterrupted(cfg, nodes, cfg.logger()); err != nil {
+			lock.release(true)
 			return nil, fmt.Errorf("broker: recovering transactions interrupted by a crash in %s: %w", cfg.DataDir, err)
 		}
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
+		lock.release(true)
 		return nil, fmt.Errorf("broker: starting embedded cluster: %w", err)
 	}
-	b := &Broker{c: c, cfg: cfg}
+	b := &Broker{c: c, cfg: cfg, lock: lock}
 	if nodes > 1 && !cfg.RawLeaderEpochs {
 		if b.guard, err = newEpochGuard(c); err != nil {
 			c.Close()
+			lock.release(true)
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 	}
@@ -184,6 +199,7 @@ func (b *Broker) Close() {
 	if b.guard != nil {
 		b.guard.close()
 	}
+	b.lock.release(false) // after the state is written
 }
 
 // FreeAddr returns a loopback host:port that nothing listens on right now,
@@ -205,14 +221,14 @@ func splitListen(listen string) (host string, port int, err error) {
 	}
 	h, p, err := net.SplitHostPort(listen)
 	if err != nil {
-		return "", 0, fmt.Errorf("broker: --listen %q is not host:port: %w", listen, err)
+		return "", 0, fmt.Errorf("%w: --listen %q is not host:port: %w", ErrConfig, listen, err)
 	}
 	if h == "" {
 		h = "127.0.0.1"
 	}
 	port, err = strconv.Atoi(p)
 	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("broker: --listen %q has an invalid port", listen)
+		return "", 0, fmt.Errorf("%w: --listen %q has an invalid port", ErrConfig, listen)
 	}
 	return h, port, nil
 }

@@ -34,6 +34,8 @@ func TestBadInputGivesOneLineErrorsAndDocumentedExitCodes(t *testing.T) {
 		{"unknown topology", []string{"run", "nosuch", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-in", "--output", "o"}, 2, `unknown topology "nosuch"`},
 		{"bad duration", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-in", "--output", "o", "--commit-interval", "soon"}, 2, "invalid argument"},
 		{"negative interval", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-in", "--output", "o", "--commit-interval", "-1s"}, 2, "must not be negative"},
+		{"broker port not a number", []string{"broker", "--listen", "127.0.0.1:notaport", "--data-dir", ""}, 2, "invalid port"},
+		{"broker no nodes", []string{"broker", "--nodes", "0", "--data-dir", ""}, 2, "--nodes must be between 1 and 16"},
 		{"missing input topic", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-nosuch", "--output", "cli-o2", "--input-wait", "0"}, 2, `"cli-nosuch"`},
 		{"zero records", []string{"produce", "--brokers", addr, "--topic", "cli-p", "--count", "0"}, 2, "count must be positive"},
 		{"verify missing topic", []string{"verify", "--brokers", addr, "--input", "cli-in", "--output", "cli-none"}, 2, `topic "cli-none"`},

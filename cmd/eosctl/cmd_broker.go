@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +22,9 @@ func newBrokerCmd(g *globals) *cobra.Command {
 		Long: `Starts an embedded cluster (franz-go's kfake) that speaks the Kafka protocol over
 TCP, with transactions, consumer groups and read_committed fetches, on
 consecutive ports from --listen. State is persisted under --data-dir, so a
-restart keeps topics, committed offsets and transaction state. Prints one
+restart keeps topics, committed offsets and transaction state; the directory
+is locked while it runs (a second broker on it fails, naming the first's
+PID), and a start that fails leaves no new directory behind. Prints one
 address per line on stdout once listening; SIGINT or SIGTERM shuts it down
 cleanly, writing its state to disk. SIGUSR1 makes it SIGKILL itself between
 two requests, a crash for fault drills: a restart on the same --data-dir
@@ -47,13 +50,17 @@ across machines. Point --brokers at a real Kafka cluster for anything else.`,
 				}
 				cfg.BrokerConfigs[k] = v
 			}
-			if cfg.DataDir != "" {
-				if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-					return fmt.Errorf("--data-dir: %w", err)
-				}
+			if cfg.Nodes < 1 {
+				return usage(fmt.Errorf("--nodes must be between 1 and 16, got %d", cfg.Nodes))
 			}
+			// A start that fails (a busy port, say) must not leave behind
+			// the data directory it created.
+			created := missingDirs(cfg.DataDir)
 			b, err := broker.Start(cfg)
 			if err != nil {
+				for _, d := range created {
+					_ = os.Remove(d) // only if still empty
+				}
 				return err
 			}
 			for _, a := range b.Addrs() {
@@ -86,4 +93,20 @@ across machines. Point --brokers at a real Kafka cluster for anything else.`,
 	f.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", time.Second, "smallest group session timeout the broker accepts (Kafka's default is 6s)")
 	f.StringArrayVar(&configs, "config", nil, "broker config key=value, repeatable (e.g. transaction.max.timeout.ms=60000)")
 	return cmd
+}
+
+// missingDirs returns dir and those of its ancestors that do not exist,
+// innermost first: what creating dir would create.
+func missingDirs(dir string) []string {
+	var out []string
+	for d := filepath.Clean(dir); dir != ""; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			break
+		}
+		out = append(out, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/txn"
@@ -48,7 +49,7 @@ func exitCode(err error) int {
 		return exitFenced
 	case isFenced(err):
 		return exitFenced
-	case errors.As(err, &ue), errors.Is(err, pipeline.ErrConfig), errors.Is(err, fencing.ErrInvalidName), errors.Is(err, admin.ErrNoTopic):
+	case errors.As(err, &ue), errors.Is(err, pipeline.ErrConfig), errors.Is(err, fencing.ErrInvalidName), errors.Is(err, admin.ErrNoTopic), errors.Is(err, broker.ErrConfig):
 		return exitUsage
 	case txn.Classify(err) == txn.Auth:
 		return exitAuth
