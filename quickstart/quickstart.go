@@ -30,7 +30,7 @@ type Config struct {
 	Size           int           // value size in bytes; default 100
 	Partitions     int32         // default 6
 	Workers        int           // default 2
-	Kills          int           // SIGKILLs of a worker mid-transaction; default 2
+	Kills          int           // SIGKILLs of a worker mid-transaction; 0 means 2, negative none
 	CommitInterval time.Duration // default 100ms
 	Timeout        time.Duration // for the whole copy; default 5 minutes
 	Bin            string        // the eosctl binary; empty means this executable

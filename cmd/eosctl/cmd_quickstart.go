@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/eosctl/eos/quickstart"
 	"github.com/spf13/cobra"
@@ -30,8 +31,14 @@ Needs no Kafka and no flags; --brokers is ignored (the broker is embedded).`,
 			if err != nil {
 				return err
 			}
-			if cfg.Records < 0 || cfg.Kills < 0 || cfg.Workers < 0 || cfg.Size < 0 {
-				return usage(fmt.Errorf("--records, --kills, --workers and --size must not be negative"))
+			if cfg.Records < 1 || cfg.Workers < 1 || cfg.Size < 1 {
+				return usage(fmt.Errorf("--records, --workers and --size must be positive, got %d, %d and %d", cfg.Records, cfg.Workers, cfg.Size))
+			}
+			if cfg.Kills < 0 || cfg.CommitInterval <= 0 {
+				return usage(fmt.Errorf("--kills must not be negative and --commit-interval must be positive, got %d and %s", cfg.Kills, cfg.CommitInterval))
+			}
+			if cfg.Kills == 0 {
+				cfg.Kills = -1 // quickstart.Config: 0 is the default, negative none
 			}
 			cfg.Logger = log
 			if cmd.Flags().Changed("log-level") {
@@ -64,7 +71,7 @@ Needs no Kafka and no flags; --brokers is ignored (the broker is embedded).`,
 	f.IntVar(&cfg.Size, "size", 100, "record value size in bytes")
 	f.IntVar(&cfg.Workers, "workers", 2, "worker processes")
 	f.IntVar(&cfg.Kills, "kills", 2, "times to SIGKILL a worker mid-transaction")
-	f.DurationVar(&cfg.CommitInterval, "commit-interval", 0, "transaction commit interval (default 100ms)")
+	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "transaction commit interval")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON instead of text")
 	return cmd
 }

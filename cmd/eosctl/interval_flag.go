@@ -10,8 +10,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// intervalFlag is --commit-interval: a duration (0 for the default), or
-// "auto" for the adaptive interval (pipeline.Config.AutoInterval).
+// intervalFlag is --commit-interval: a positive duration, or "auto" for the
+// adaptive interval (pipeline.Config.AutoInterval). Unset, it is 0, which the
+// worker takes as its default.
 type intervalFlag struct {
 	d    *time.Duration
 	auto *bool
@@ -36,8 +37,10 @@ func (f intervalFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("want a duration such as 100ms, or auto")
 	}
-	if d < 0 {
-		return fmt.Errorf("must not be negative (a duration such as 100ms, or auto)")
+	if d <= 0 {
+		// 0 would mean the default (100ms) to the worker: say so
+		// rather than silently take it as "commit all the time".
+		return fmt.Errorf("must be positive (a duration such as 100ms, or auto; the default is 100ms)")
 	}
 	*f.auto, *f.d = false, d
 	return nil
