@@ -93,11 +93,11 @@ func NewAggregate(path string) (*Aggregate, error) {
 }
 
 func parseAggregate(d *doc) (*Aggregate, error) {
-	fs, err := d.fields(d.root, "", aggregateKeys)
-	if err != nil {
+	if err := d.topologyKey("aggregate"); err != nil {
 		return nil, err
 	}
-	if err := d.topologyKey(fs, "aggregate"); err != nil {
+	fs, err := d.fields(d.root, "", aggregateKeys)
+	if err != nil {
 		return nil, err
 	}
 	t := &Aggregate{repartition: true, store: "windows"}

@@ -198,7 +198,14 @@ func editDistance(a, b string) int {
 }
 
 // topologyKey checks the optional top-level "topology:" key against name.
-func (d *doc) topologyKey(fs []field, name string) error {
+// Call it before checking the keys: a file for another topology has keys
+// this one does not know, and "this file configures the etl topology" says
+// more than "filter: unknown key".
+func (d *doc) topologyKey(name string) error {
+	fs, err := d.fields(d.root, "", nil)
+	if err != nil {
+		return err
+	}
 	for _, f := range fs {
 		if f.name != "topology" {
 			continue

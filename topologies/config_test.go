@@ -33,6 +33,7 @@ func TestBadConfigsGiveFileLineAndReason(t *testing.T) {
 		{"route without outputs", "etl", "route: '\"x\"'\n", `1: route: route chooses among the outputs, but no outputs are declared`},
 		{"bad output topic", "etl", "outputs:\n  big: 'a topic'\n", `2: outputs.big: topic "a topic" has the character ' ' at byte 1`},
 		{"wrong topology", "etl", "topology: aggregate\n", `1: topology: this file configures the aggregate topology, not etl`},
+		{"another topology's keys", "aggregate", "topology: etl\nfilter: amount > 1\n", `1: topology: this file configures the etl topology, not aggregate`},
 		{"not yaml", "etl", "filter: [unclosed\n", `not valid YAML`},
 		{"empty", "etl", "", `1: the file is empty`},
 		{"list at top", "etl", "- a\n", `1: the top level must be a mapping`},

@@ -58,11 +58,11 @@ func NewETL(path string) (*ETL, error) {
 }
 
 func parseETL(d *doc) (*ETL, error) {
-	fs, err := d.fields(d.root, "", etlKeys)
-	if err != nil {
+	if err := d.topologyKey("etl"); err != nil {
 		return nil, err
 	}
-	if err := d.topologyKey(fs, "etl"); err != nil {
+	fs, err := d.fields(d.root, "", etlKeys)
+	if err != nil {
 		return nil, err
 	}
 	t := &ETL{outputs: map[string]string{}}
