@@ -80,6 +80,11 @@ func TestTopologyCommandsAndBadConfigs(t *testing.T) {
 	if code, out, _ = runEosctl(t, "topology", "check", "--config", good); code != 0 || strings.TrimSpace(out) != good+": ok (etl)" {
 		t.Fatalf("check of a good config: exit %d, %q", code, out)
 	}
+	nilcmp := write("nilcmp.yaml", "topology: etl\nfilter: $env.discount > 0\n")
+	code, out, errs := runEosctl(t, "topology", "check", "--config", nilcmp)
+	if code != 0 || strings.TrimSpace(out) != nilcmp+": ok (etl)" || !strings.HasPrefix(errs, "warning: "+nilcmp+":2: filter:") || !strings.Contains(errs, "($env.discount ?? 0)") {
+		t.Fatalf("check of a comparison with a possibly absent field: exit %d, stdout %q, stderr %q; want ok and a warning suggesting a default", code, out, errs)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string

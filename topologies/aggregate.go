@@ -85,10 +85,15 @@ var aggSpec = regexp.MustCompile(`^\s*(count|sum|min|max|avg)\s*\((.*)\)\s*$`)
 
 // NewAggregate reads the aggregate configuration at path.
 func NewAggregate(path string) (*Aggregate, error) {
-	d, err := readDoc(path)
+	return newAggregate(Options{Config: path})
+}
+
+func newAggregate(o Options) (*Aggregate, error) {
+	d, err := readDoc(o.Config)
 	if err != nil {
 		return nil, err
 	}
+	d.warn = o.Warn
 	return parseAggregate(d)
 }
 

@@ -38,6 +38,7 @@ func (e *ConfigError) Unwrap() error { return ErrConfig }
 type doc struct {
 	file string
 	root *yaml.Node
+	warn func(string) // Options.Warn; nil drops warnings
 }
 
 // readDoc reads and parses path. The top level must be a mapping.

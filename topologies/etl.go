@@ -50,10 +50,15 @@ type etlField struct {
 
 // NewETL reads the etl configuration at path.
 func NewETL(path string) (*ETL, error) {
-	d, err := readDoc(path)
+	return newETL(Options{Config: path})
+}
+
+func newETL(o Options) (*ETL, error) {
+	d, err := readDoc(o.Config)
 	if err != nil {
 		return nil, err
 	}
+	d.warn = o.Warn
 	return parseETL(d)
 }
 

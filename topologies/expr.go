@@ -21,9 +21,11 @@ import (
 //
 // A field an expression names must be in the record: if it is not, the
 // record is dead-lettered as "missing-field" rather than evaluated with a
-// silent nil. For an optional field write $env.name (nil when absent), for
-// example `$env.discount ?? 0`. Calling a function expr does not know is a
-// configuration error.
+// silent nil. For an optional field write $env.name with a default, for
+// example `$env.discount ?? 0`: $env.name alone is nil when absent, and an
+// ordering comparison with nil fails (a dead letter for every such record),
+// which is why compiling warns about one. Calling a function expr does not
+// know is a configuration error.
 
 // Metadata variables, always defined.
 var metaVars = []string{"_key", "_topic", "_partition", "_offset", "_timestamp"}
@@ -100,15 +102,31 @@ func (d *doc) compile(line int, key, src string, kind exprKind) (*expression, er
 	if id, ok := root.(*ast.IdentifierNode); ok && !slices.Contains(metaVars, id.Value) && id.Value != "$env" {
 		e.ident = id.Value
 	}
+	if d.warn != nil {
+		for _, f := range c.nilCompared {
+			d.warn(fmt.Sprintf("%s:%d: %s: expression %q compares $env.%s, which is nil when the field is absent, and nil compares with nothing: every record without it is dead-lettered; give it a default, e.g. ($env.%s ?? 0)", d.file, line, key, src, f, f))
+		}
+	}
 	return e, nil
 }
 
 type identCollector struct {
 	idents, callees, lets []string
+	// nilCompared are the fields read as $env.NAME, nil when absent, that
+	// an ordering comparison takes as they are (without ?? DEFAULT).
+	nilCompared []string
 }
 
 func (c *identCollector) Visit(n *ast.Node) {
 	switch x := (*n).(type) {
+	case *ast.BinaryNode:
+		if slices.Contains([]string{"<", ">", "<=", ">="}, x.Operator) {
+			for _, side := range []ast.Node{x.Left, x.Right} {
+				if f, ok := envField(side); ok && !slices.Contains(c.nilCompared, f) {
+					c.nilCompared = append(c.nilCompared, f)
+				}
+			}
+		}
 	case *ast.IdentifierNode:
 		c.idents = append(c.idents, x.Value)
 	case *ast.CallNode:
@@ -118,6 +136,24 @@ func (c *identCollector) Visit(n *ast.Node) {
 	case *ast.VariableDeclaratorNode:
 		c.lets = append(c.lets, x.Name)
 	}
+}
+
+// envField reports whether n reads a field through $env ($env.NAME or
+// $env["NAME"]), and which.
+func envField(n ast.Node) (string, bool) {
+	m, ok := n.(*ast.MemberNode)
+	if !ok {
+		return "", false
+	}
+	id, ok := m.Node.(*ast.IdentifierNode)
+	if !ok || id.Value != "$env" {
+		return "", false
+	}
+	name, ok := m.Property.(*ast.StringNode)
+	if !ok {
+		return "", false
+	}
+	return name.Value, true
 }
 
 func firstLine(s string) string {
@@ -206,7 +242,7 @@ func (e *env) load(in *pipeline.Record) error {
 	for _, f := range e.fields {
 		raw, ok := e.obj.get(f)
 		if !ok {
-			return pipeline.DeadLetter("missing-field", fmt.Errorf("field %q is missing (write $env.%s for a field that may be absent)", f, f))
+			return pipeline.DeadLetter("missing-field", fmt.Errorf("field %q is missing (for a field that may be absent write $env.%s ?? DEFAULT, e.g. $env.%s ?? 0)", f, f, f))
 		}
 		if e.allFields {
 			continue

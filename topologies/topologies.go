@@ -16,6 +16,10 @@ type Options struct {
 	// Config is the path of a topology's configuration file, for the
 	// topologies that take one.
 	Config string
+	// Warn, if set, receives what is valid in the configuration but likely
+	// wrong, as "FILE:LINE: KEY: REASON" (an expression that compares a
+	// field that may be absent, which fails on every record without it).
+	Warn func(string)
 }
 
 // Topology describes a built-in topology.
@@ -72,7 +76,7 @@ func init() {
 		Description: "filters, reshapes, re-keys and routes JSON records as a YAML file says",
 		ConfigKeys:  etlKeys[1:],
 		New: func(o Options) (pipeline.Transform, error) {
-			return NewETL(o.Config)
+			return newETL(o)
 		},
 	})
 	register(Topology{
@@ -80,7 +84,7 @@ func init() {
 		Description: "count/sum/min/max/avg of JSON records per group and event-time window, exactly-once state",
 		ConfigKeys:  aggregateKeys[1:],
 		New: func(o Options) (pipeline.Transform, error) {
-			return NewAggregate(o.Config)
+			return newAggregate(o)
 		},
 	})
 	register(Topology{

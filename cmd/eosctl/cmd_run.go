@@ -134,6 +134,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 			if err != nil {
 				return err
 			}
+			topo.Warn = func(w string) { cfg.Logger.Warn("topology configuration: " + w) }
 			transform, err := t.New(topo)
 			if err != nil {
 				return usage(fmt.Errorf("topology %s: %w", t.Name, err))

@@ -86,7 +86,10 @@ omitted when the file names it with a "topology:" key, as the samples in
 topologies/examples/ do.
 
 Exit code 0 and "FILE: ok (TOPOLOGY)" if the file is valid; 2 and
-"FILE:LINE: KEY: REASON" if not.`,
+"FILE:LINE: KEY: REASON" if not. What is valid but likely wrong is a
+"warning: FILE:LINE: KEY: REASON" line on stderr, with exit code 0: an
+ordering comparison with $env.FIELD, nil when the field is absent, fails
+on every record without it; write ($env.FIELD ?? 0) instead.`,
 		Example: `  eosctl topology check --config topologies/examples/aggregate-user-minute.yaml
   eosctl topology check etl --config etl.yaml`,
 		Args: cobra.MaximumNArgs(1),
@@ -114,7 +117,8 @@ Exit code 0 and "FILE: ok (TOPOLOGY)" if the file is valid; 2 and
 			if len(t.ConfigKeys) == 0 {
 				return usage(fmt.Errorf("the %s topology takes no configuration file", t.Name))
 			}
-			if _, err := t.New(topologies.Options{Config: config}); err != nil {
+			warn := func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w) }
+			if _, err := t.New(topologies.Options{Config: config, Warn: warn}); err != nil {
 				return usage(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%s)\n", config, t.Name)
