@@ -25,6 +25,13 @@ the input and output counts, duplicates, missing keys, unexpected keys and
 per-partition order violations (records of one input partition that appear
 out of input order within an output partition).
 
+Verify judges copies: the output of the passthrough topology over what
+"eosctl produce" wrote. The etl, aggregate and wordcount topologies write
+other records (filtered, reshaped, re-keyed, counted), which verify reports
+as unexpected; read those with "eosctl consume", follow the workers with
+"eosctl lag --group APP", and see "eosctl chaos --scenario aggregate", which
+checks the aggregate topology's results against a reference.
+
 Verify reads the output when it runs: while workers are still copying, it
 reports their backlog as missing. --wait-caught-up APP first waits (up to
 --timeout) until the consumer group APP has committed all of the input, as
@@ -71,6 +78,9 @@ else is; 1 with the first offending keys otherwise.`,
 				_ = enc.Encode(rep)
 			} else {
 				fmt.Println(rep.Summary())
+			}
+			if !rep.OK() && rep.Unexpected > 0 {
+				return fmt.Errorf("verify failed: %d output records have keys that are not input keys: verify judges copies of the records \"eosctl produce\" writes (the passthrough topology); etl, aggregate and wordcount write other records: read them with \"eosctl consume --topic %s\", follow the workers with \"eosctl lag --group APP\", and see \"eosctl chaos --scenario aggregate\" for a check of the aggregate's results", rep.Unexpected, cfg.Output)
 			}
 			if !rep.OK() {
 				return verifyFailed{"verify failed"}
