@@ -20,7 +20,7 @@ var etlKeys = []string{"topology", "filter", "map", "project", "drop", "key", "r
 //
 //	filter: amount >= 10            # keep only records for which this is true
 //	map:                            # add or replace fields (the others stay, in order)
-//	  cents: int(amount * 10)
+//	  cents: int(round(amount * 100))
 //	project:                        # or: output exactly these fields, in this order
 //	  user: user
 //	drop: [pad]                     # remove fields

@@ -2,6 +2,7 @@ package topologies
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -80,7 +81,7 @@ func TestETLMatchesReferenceAndDeadLettersPoison(t *testing.T) {
 			size, topic = "big", "orders-big"
 		}
 		want[at(r)] = outRec{topic: topic, key: v["user"].(string), fields: []string{"seq", "ts", "user", "amount", "cents", "size"},
-			value: map[string]any{"seq": v["seq"], "ts": v["ts"], "user": v["user"], "amount": v["amount"], "cents": float64(int(amount * 10)), "size": size}}
+			value: map[string]any{"seq": v["seq"], "ts": v["ts"], "user": v["user"], "amount": v["amount"], "cents": float64(int(math.Round(amount * 100))), "size": size}}
 	}
 	got := map[string]outRec{}
 	for _, topic := range []string{"etl-out", "orders-big"} {
