@@ -205,11 +205,13 @@ func (r *run) step(actor string, pid int64, epoch int16, format string, args ...
 	r.mu.Lock()
 	r.rep.Steps = append(r.rep.Steps, s)
 	r.mu.Unlock()
+	// "producer-id", not "pid": next to SIGSTOP and SIGKILL, a pid
+	// reads as a process id.
 	who := ""
 	if pid != 0 {
-		who = fmt.Sprintf("pid=%d epoch=%d", pid, epoch)
+		who = fmt.Sprintf("producer-id=%d epoch=%d", pid, epoch)
 	}
-	fmt.Fprintf(r.cfg.Out, "%+8.3fs  %-11s %-32s %s\n", s.At.Seconds(), actor, who, s.Event)
+	fmt.Fprintf(r.cfg.Out, "%+8.3fs  %-11s %-40s %s\n", s.At.Seconds(), actor, who, s.Event)
 }
 
 // startWorker starts an instance-0 worker under the label actor.

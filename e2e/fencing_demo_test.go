@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/eosctl/eos/demo"
@@ -19,6 +20,11 @@ func runDemo(t *testing.T, scenario string) *demo.Report {
 		t.Fatalf("demo fencing --scenario %s: %v\n%s", scenario, err, stdout)
 	}
 	t.Logf("%s", stdout)
+	// The producer id is labelled as one: "pid=" reads as a process id
+	// next to SIGSTOP and SIGKILL.
+	if !strings.Contains(string(stdout), " producer-id=") || strings.Contains(string(stdout), " pid=") {
+		t.Errorf("the timeline must label producer ids producer-id=, not pid=:\n%s", stdout)
+	}
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
