@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"image"
 	"image/png"
 	"io"
 	"math"
@@ -215,7 +216,9 @@ func checkSVG(t *testing.T, path string) {
 	}
 }
 
-func checkPNG(t *testing.T, path string) {
+// checkPNG decodes the chart at path, requires a readable size, and
+// returns it.
+func checkPNG(t *testing.T, path string) image.Image {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -229,6 +232,7 @@ func checkPNG(t *testing.T, path string) {
 	if b := img.Bounds(); b.Dx() < 800 || b.Dy() < 300 {
 		t.Fatalf("bench.png is %dx%d, too small to read", b.Dx(), b.Dy())
 	}
+	return img
 }
 
 // Bad configurations fail before anything is started, each with an error

@@ -147,6 +147,9 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 	// Headroom above the data for the legends.
 	rps.Y.Min, rps.Y.Max = 0, rps.Y.Max*1.4
 	rps.Legend.Left = true
+	// The loss panel's legend is right-aligned: its line glyphs ran into
+	// the image's right edge. Keep it inside the panel's axes.
+	loss.Legend.XOffs = -4 * vg.Millimeter
 	lo, hi := math.Min(0, loss.Y.Min), math.Max(loss.Y.Max, 1)
 	loss.Y.Min, loss.Y.Max = lo-0.1*(hi-lo), hi+0.45*(hi-lo)
 	loss.Add(zeroLine(loss.X.Min, loss.X.Max))
