@@ -81,7 +81,10 @@ func (e *tenv) topic(topic string, parts int32) {
 func (e *tenv) run(app, topology string, tr pipeline.Transform, in, out string, topics []string, mod func(*pipeline.Config), feed func()) *pipeline.Worker {
 	e.t.Helper()
 	cfg := pipeline.Config{App: app, Instance: "0", Inputs: []string{in}, Output: out, Topology: topology,
-		CommitInterval: 20 * time.Millisecond, SessionTimeout: 4 * time.Second, ClientOpts: e.opts}
+		CommitInterval: 20 * time.Millisecond, SessionTimeout: 4 * time.Second, ClientOpts: e.opts,
+		// A topic just created may not be in every broker's metadata yet on
+		// Apache Kafka.
+		InputWait: 10 * time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}
