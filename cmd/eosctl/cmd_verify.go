@@ -54,15 +54,14 @@ else is; 1 with the first offending keys otherwise.`,
 			if err != nil {
 				return err
 			}
-			for _, t := range []string{cfg.Input, cfg.Output} {
-				if _, err := admin.Partitions(ctx, c.cl, t); err != nil {
-					c.close()
-					return err
-				}
-			}
-			if group != "" {
+			// The output is checked after the wait: workers started just
+			// before verify create it when they first commit.
+			if _, err = admin.Partitions(ctx, c.cl, cfg.Input); err == nil && group != "" {
 				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s)\n", group, cfg.Input, cfg.Timeout)
 				err = admin.WaitCaughtUp(ctx, c.cl, group, cfg.Timeout, cfg.Input)
+			}
+			if err == nil {
+				_, err = admin.Partitions(ctx, c.cl, cfg.Output)
 			}
 			c.close()
 			if err != nil {

@@ -1,0 +1,31 @@
+package e2e
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos/broker"
+)
+
+// verify --wait-caught-up started before the workers (so before their
+// output topic exists) waits for them and then judges the copy: the output
+// is looked up after the wait, not before (on a busy machine the README's
+// walk-through reached verify before the workers had created "out").
+func TestVerifyWaitsForWorkersStartedAfterIt(t *testing.T) {
+	e := newEnv(t, broker.Config{})
+	e.produce("vw-in", 20_000, 3, 0)
+	cmd := exec.CommandContext(e.ctx, eosctl, "verify", "--brokers", e.b.Addrs()[0], "--input", "vw-in", "--output", "vw-out", "--wait-caught-up", "vw", "--timeout", "60s")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // verify is waiting; vw-out does not exist yet
+	e.worker("vw", 0, "vw-in", "vw-out")
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "OK: 20000 input records") {
+		t.Fatalf("verify: %v\nstdout: %s\nstderr: %s", err, out.String(), errb.String())
+	}
+}
