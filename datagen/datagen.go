@@ -157,7 +157,13 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 	// forever): every outstanding promise must have run so that Result
 	// counts exactly the records written, and no promise outlives Produce.
 	// Records still buffered fail at once with pctx.
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), flushAfterInterrupt)
+	// Not interrupted, the flush takes as long as the brokers need (a
+	// leader failing over on Apache Kafka takes a broker session, 9s by
+	// default, and more on a busy machine).
+	fctx, fcancel := ctx, context.CancelFunc(func() {})
+	if ctx.Err() != nil {
+		fctx, fcancel = context.WithTimeout(context.WithoutCancel(ctx), flushAfterInterrupt)
+	}
 	defer fcancel()
 	flushErr := cl.Flush(fctx)
 	stopProgress()
