@@ -2,7 +2,7 @@
 GO ?= go
 BIN ?= bin/eosctl
 
-.PHONY: help build test test-embedded test-kafka test-short quickstart lint vet fmt clean chaos soak up down dashboards kafka kafka-stop kafka-status
+.PHONY: help build test test-embedded test-kafka test-short quickstart lint vet fmt clean chaos soak up down dashboards kafka kafka-stop kafka-status db db-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -51,6 +51,12 @@ vet:
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+
+db: ## install (apt-get, if missing) and start PostgreSQL and MariaDB on 127.0.0.1 for the sink tests; prints the DSNs
+	@scripts/db start all
+
+db-stop: ## stop the servers `make db` started (their data stays in $$EOS_DB_DIR, default /tmp/eos-db)
+	@scripts/db stop all
 
 COMPOSE ?= docker compose
 GRAFANA ?= http://localhost:3000/d/eos
