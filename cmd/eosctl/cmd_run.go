@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -108,18 +106,12 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 					cfg.Inputs = append(cfg.Inputs, in)
 				}
 			}
-			if events != "" {
-				var w io.Writer = os.Stdout
-				if events != "-" {
-					f, err := os.OpenFile(events, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-					if err != nil {
-						return usage(fmt.Errorf("--events: %w", err))
-					}
-					defer f.Close()
-					w = f
-				}
-				cfg.OnEvent = pipeline.JSONEvents(w)
+			onEvent, closeEvents, err := eventsFlag(events)
+			if err != nil {
+				return err
 			}
+			defer closeEvents()
+			cfg.OnEvent = onEvent
 			// The start is logged once the worker has connected, checked
 			// its topics and initialised its producer, so that a worker
 			// that cannot start prints only its one-line error.

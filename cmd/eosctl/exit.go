@@ -9,6 +9,7 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/pipeline"
+	"github.com/eosctl/eos/sink"
 	"github.com/eosctl/eos/txn"
 )
 
@@ -49,8 +50,10 @@ func exitCode(err error) int {
 		return exitFenced
 	case isFenced(err):
 		return exitFenced
-	case errors.As(err, &ue), errors.Is(err, pipeline.ErrConfig), errors.Is(err, fencing.ErrInvalidName), errors.Is(err, admin.ErrNoTopic), errors.Is(err, broker.ErrConfig):
+	case errors.As(err, &ue), errors.Is(err, pipeline.ErrConfig), errors.Is(err, fencing.ErrInvalidName), errors.Is(err, admin.ErrNoTopic), errors.Is(err, broker.ErrConfig), errors.Is(err, sink.ErrConfig):
 		return exitUsage
+	case errors.Is(err, sink.ErrAuth):
+		return exitAuth
 	case txn.Classify(err) == txn.Auth:
 		return exitAuth
 	case errors.Is(err, context.Canceled):

@@ -94,6 +94,7 @@ says what was done; a worker stopped so commits and exits 0).`,
 		newBenchCmd(g),
 		newTopologyCmd(g),
 		newConsumeCmd(g),
+		newSinkCmd(g),
 	)
 	return root
 }

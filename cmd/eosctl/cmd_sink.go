@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/eosctl/eos/metrics"
+	"github.com/eosctl/eos/sink"
+	"github.com/spf13/cobra"
+)
+
+func newSinkCmd(g *globals) *cobra.Command {
+	var (
+		cfg         sink.Config
+		topics      string
+		mappingFile string
+		events      string
+		metricsAddr string
+	)
+	cmd := &cobra.Command{
+		Use:   "sink --to DSN --mapping FILE --group GROUP --input TOPIC[,TOPIC...]",
+		Short: "Write topics into a PostgreSQL or MySQL/MariaDB table, each record's effect exactly once",
+		Long: `Consumes the input topics with read_committed in consumer group GROUP and
+writes each record as a row of the table the mapping file names, one database
+transaction per batch (--batch-size records).
+
+Exactly-once into one database: each transaction writes the rows AND the next
+offset of every partition it read, into the offsets table (--offsets-table).
+On start and on every rebalance the sink seeks to the offsets stored in the
+database, never to Kafka's (it commits to Kafka too, for lag tools only). A
+crash before the commit leaves neither rows nor offsets; after it, both.
+
+Effectively-once beyond that: rows are written with INSERT ... ON CONFLICT DO
+NOTHING (PostgreSQL) or ON DUPLICATE KEY UPDATE k=k (MySQL), so records
+delivered again (--replay, a re-produced record with the same key) are
+absorbed by the table's unique key on key_column. Without that unique key a
+replay duplicates rows. Mode upsert overwrites instead; mode transition runs
+UPDATE ... SET status=TO WHERE key=? AND status=FROM and dead-letters illegal
+transitions. What neither catches (rows deleted or edited in the database,
+records that never reached the topic) only reconciliation finds.
+
+Fails closed: while the database is down nothing is acknowledged and no offset
+moves; retriable errors are retried with exponential backoff and jitter
+(--retry-attempts, --retry-base, --retry-max), then the sink exits 1 and
+resumes from the database when restarted. Records the database rejects for
+their data (NOT NULL, CHECK, types) and records that do not map (not JSON, a
+missing field) go to the dead-letter topic (--dlq, default GROUP-dlq), at
+least once, and the sink goes on.
+
+Mapping file (YAML):
+  table: payments
+  key_column: out_trade_no     # a PRIMARY or UNIQUE key
+  key: out_trade_no            # expression; default: the eos-idempotency-key header
+  columns:                     # column: expression over the record's JSON fields
+    user_id: user
+    amount_cents: int(amount * 100)
+  mode: insert                 # insert (default), upsert, transition
+  transition:                  # mode transition only
+    status_column: status
+    from: "'pending'"
+    to: "'paid'"
+
+Exit codes: 0 stopped by SIGINT/SIGTERM (the batch in flight is committed or
+rolled back first); 1 failure (database or Kafka unavailable past the
+retries); 2 bad input (DSN, mapping, missing table or column); 4 the database
+or Kafka refused the credentials or privileges.`,
+		Example: `  eosctl sink --to 'postgres://app:secret@127.0.0.1:5432/shop?sslmode=disable' \
+    --mapping payments.yaml --group payments-sink --input payments
+  EOSCTL_SINK_DSN='mysql://app:secret@127.0.0.1:3306/shop' eosctl sink \
+    --mapping payments.yaml --group payments-sink --input payments --batch-size 1000
+  eosctl sink --to "$DSN" --mapping payments.yaml --group payments-sink --input payments --replay`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.Mapping, err = sink.LoadMapping(mappingFile); err != nil {
+				return sinkErr(err)
+			}
+			for _, t := range strings.Split(topics, ",") {
+				if t = strings.TrimSpace(t); t != "" {
+					cfg.Topics = append(cfg.Topics, t)
+				}
+			}
+			if cfg.Logger, err = g.logger(); err != nil {
+				return err
+			}
+			if cfg.ClientOpts, err = g.clientOpts(); err != nil {
+				return err
+			}
+			onEvent, closeEvents, err := eventsFlag(events)
+			if err != nil {
+				return err
+			}
+			defer closeEvents()
+			cfg.OnEvent = onEvent
+			if metricsAddr != "" {
+				cfg.Metrics = sink.NewMetrics(cfg.Group)
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			s, err := sink.New(ctx, cfg)
+			if err != nil {
+				return sinkErr(err)
+			}
+			defer s.Close()
+			if metricsAddr != "" {
+				srv, err := metrics.Listen(metricsAddr, cfg.Metrics.Handler())
+				if err != nil {
+					return usage(fmt.Errorf("--metrics-addr: %w", err))
+				}
+				defer srv.Close()
+			}
+			cfg.Logger.Info("sink starting", "group", cfg.Group, "topics", cfg.Topics, "table", cfg.Mapping.Table, "mode", cfg.Mapping.Mode)
+			return sinkErr(s.Run(ctx))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DSN, "to", os.Getenv("EOSCTL_SINK_DSN"), "database: postgres://user:pass@host:port/db?sslmode=... or mysql://user:pass@host:port/db (env EOSCTL_SINK_DSN, which ps does not show)")
+	f.StringVar(&mappingFile, "mapping", "", "YAML file mapping records to rows (required)")
+	f.StringVar(&cfg.Group, "group", "", "consumer group, and the sink's key in the offsets table (required)")
+	f.StringVar(&topics, "input", "", "comma-separated topics to read with read_committed (required)")
+	f.IntVar(&cfg.BatchSize, "batch-size", 500, "most records per database transaction")
+	f.StringVar(&cfg.OffsetsTable, "offsets-table", "eos_sink_offsets", "table of the consumed offsets, written in the rows' transaction (created if missing)")
+	f.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic (default GROUP-dlq)")
+	f.BoolVar(&cfg.Replay, "replay", false, "delete the group's stored offsets and read the topics again from the earliest offset (idempotent: the key absorbs what is there)")
+	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 10*time.Second, "consumer group session timeout")
+	f.IntVar(&cfg.Retry.Attempts, "retry-attempts", 10, "tries of one batch on retriable database errors before exiting 1")
+	f.DurationVar(&cfg.Retry.Base, "retry-base", 100*time.Millisecond, "first retry backoff (doubles each try, with jitter)")
+	f.DurationVar(&cfg.Retry.Max, "retry-max", 5*time.Second, "longest retry backoff")
+	f.StringVar(&events, "events", "", `write lifecycle events (started, assigned, revoked, written, committed, stopped) as JSON lines to this file, or "-" for stdout`)
+	f.StringVar(&metricsAddr, "metrics-addr", "", `serve Prometheus /metrics (eos_sink_*) on this host:port; "" disables`)
+	f.DurationVar(&cfg.CommitDelay, "test-commit-delay", 0, "wait this long between writing a batch and committing it (testing only)")
+	_ = f.MarkHidden("test-commit-delay")
+	for _, req := range []string{"mapping", "group", "input"} {
+		_ = cmd.MarkFlagRequired(req)
+	}
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cfg.DSN == "" {
+			return usage(fmt.Errorf("--to (or EOSCTL_SINK_DSN) is required"))
+		}
+		return nil
+	}
+	return cmd
+}
+
+// sinkTerms maps the sink library's Config field names, which its errors
+// use, to this command's flags.
+var sinkTerms = strings.NewReplacer(
+	"DSN", "--to", "OffsetsTable", "--offsets-table", "SessionTimeout", "--session-timeout",
+	"BatchSize", "--batch-size", "Replay", "--replay", "Mapping", "--mapping", "Topics", "--input", "Group", "--group",
+)
+
+// sinkErr speaks in flags, keeping what errors.Is needs for the exit code.
+func sinkErr(err error) error {
+	if err == nil || err == context.Canceled {
+		return nil
+	}
+	return flagError{msg: sinkTerms.Replace(err.Error()), err: err}
+}
+
+type flagError struct {
+	msg string
+	err error
+}
+
+func (e flagError) Error() string { return e.msg }
+func (e flagError) Unwrap() error { return e.err }

@@ -1,0 +1,135 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/eosctl/eos/pipeline"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Errors a caller tells apart (with errors.Is) to choose an exit code.
+var (
+	// ErrConfig is wrapped by every error about the configuration itself:
+	// a malformed DSN or mapping, a table or column the database does not
+	// have. Nothing has been written when it is returned.
+	ErrConfig = errors.New("invalid sink configuration")
+	// ErrAuth is wrapped when the database refuses the credentials or
+	// the privileges (wrong password, no grant on the table).
+	ErrAuth = errors.New("database refused authentication or authorization")
+)
+
+// EventWritten is the event of a batch whose rows and offsets are written
+// in the open transaction, just before COMMIT. A crash after it and before
+// the matching EventCommitted must leave nothing behind.
+const EventWritten pipeline.EventKind = "written"
+
+// Config configures a Sink. Zero values take the defaults documented on
+// each field.
+type Config struct {
+	// DSN names the database: postgres://user:pass@host:port/db?...,
+	// mysql://user:pass@host:port/db?... or sqlite:PATH (demos only).
+	DSN string
+	// Group is the Kafka consumer group, and the key of this sink's rows
+	// in the offsets table. Required.
+	Group string
+	// Topics are read with read_committed. Required.
+	Topics []string
+	// Mapping maps records to rows. Required (see LoadMapping).
+	Mapping *Mapping
+	// ClientOpts reach the Kafka cluster (seed brokers, TLS, SASL).
+	ClientOpts []kgo.Opt
+
+	// BatchSize is the most records one database transaction holds;
+	// default 500.
+	BatchSize int
+	// OffsetsTable holds (consumer_group, topic, kafka_partition,
+	// next_offset); created if missing. Default eos_sink_offsets.
+	OffsetsTable string
+	// DLQ is the dead-letter topic; default Group+"-dlq".
+	DLQ string
+	// Replay deletes this group's stored offsets at start, so the sink
+	// reads its topics again from the earliest offset. The rows are
+	// written again through the idempotent path: with a unique key on
+	// the idempotency key column nothing is duplicated.
+	Replay bool
+	// SessionTimeout is the consumer group session timeout; default 10s.
+	SessionTimeout time.Duration
+	// Retry bounds the retries of retriable database errors.
+	Retry Retry
+	// CommitDelay waits this long between writing a batch and committing
+	// it (testing only: it widens the window a crash test aims at).
+	CommitDelay time.Duration
+
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// OnEvent receives lifecycle events (started, assigned, revoked,
+	// written, committed, stopped); nil ignores them.
+	OnEvent func(pipeline.Event)
+}
+
+// Retry is the backoff policy for retriable database errors: attempt n
+// waits a random duration in [d/2, d] with d = min(Max, Base * 2^n).
+type Retry struct {
+	// Attempts is how many times one batch is tried before the sink gives
+	// up and Run returns the error; default 10.
+	Attempts int
+	// Base is the first backoff; default 100ms.
+	Base time.Duration
+	// Max caps the backoff; default 5s.
+	Max time.Duration
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+func (c *Config) setDefaults() error {
+	if c.DSN == "" {
+		return fmt.Errorf("%w: DSN is required", ErrConfig)
+	}
+	if c.Group == "" {
+		return fmt.Errorf("%w: Group is required", ErrConfig)
+	}
+	if len(c.Topics) == 0 {
+		return fmt.Errorf("%w: Topics is required", ErrConfig)
+	}
+	if c.Mapping == nil {
+		return fmt.Errorf("%w: Mapping is required", ErrConfig)
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 500
+	}
+	if c.BatchSize < 0 {
+		return fmt.Errorf("%w: BatchSize must be positive, got %d", ErrConfig, c.BatchSize)
+	}
+	if c.OffsetsTable == "" {
+		c.OffsetsTable = "eos_sink_offsets"
+	}
+	if !identRE.MatchString(c.OffsetsTable) {
+		return fmt.Errorf("%w: OffsetsTable %q is not a plain SQL identifier", ErrConfig, c.OffsetsTable)
+	}
+	if c.DLQ == "" {
+		c.DLQ = c.Group + "-dlq"
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.Retry.Attempts <= 0 {
+		c.Retry.Attempts = 10
+	}
+	if c.Retry.Base <= 0 {
+		c.Retry.Base = 100 * time.Millisecond
+	}
+	if c.Retry.Max <= 0 {
+		c.Retry.Max = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.OnEvent == nil {
+		c.OnEvent = func(pipeline.Event) {}
+	}
+	return nil
+}

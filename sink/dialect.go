@@ -1,0 +1,145 @@
+package sink
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// dialect is what differs between the databases the sink writes to.
+type dialect struct {
+	name string // "postgres", "mysql", "sqlite"
+	// dollar: placeholders are $1, $2... (PostgreSQL); otherwise ?.
+	dollar bool
+	// backtick quotes identifiers with `...` (MySQL); otherwise "...".
+	backtick bool
+	// maxParams bounds the placeholders of one statement: a bigger batch
+	// is split into several INSERTs in the same transaction.
+	maxParams int
+}
+
+var (
+	postgres = &dialect{name: "postgres", dollar: true, maxParams: 65535}
+	mysqlDB  = &dialect{name: "mysql", backtick: true, maxParams: 65535}
+	sqlite   = &dialect{name: "sqlite", maxParams: 32766}
+)
+
+func (d *dialect) quote(id string) string {
+	if d.backtick {
+		return "`" + strings.ReplaceAll(id, "`", "``") + "`"
+	}
+	return `"` + strings.ReplaceAll(id, `"`, `""`) + `"`
+}
+
+// ph returns the i-th placeholder, counted from 1.
+func (d *dialect) ph(i int) string {
+	if d.dollar {
+		return "$" + strconv.Itoa(i)
+	}
+	return "?"
+}
+
+// now is the SQL for the current timestamp.
+func (d *dialect) now() string {
+	if d.name == "sqlite" {
+		return "CURRENT_TIMESTAMP"
+	}
+	return "CURRENT_TIMESTAMP(6)"
+}
+
+// insertSQL returns the INSERT of n rows into table with cols, and the
+// clause that makes it idempotent on keyCol: a row whose key exists is left
+// as it is (insert mode) or overwritten with the new values (upsert mode).
+func (d *dialect) insertSQL(table string, cols []string, keyCol string, n int, upsert bool) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO ")
+	b.WriteString(d.quote(table))
+	b.WriteString(" (")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(d.quote(c))
+	}
+	b.WriteString(") VALUES ")
+	p := 1
+	for r := range n {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for i := range cols {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(d.ph(p))
+			p++
+		}
+		b.WriteByte(')')
+	}
+	k := d.quote(keyCol)
+	switch {
+	case d.name == "mysql" && !upsert:
+		// Not INSERT IGNORE: that also turns NOT NULL, type and
+		// foreign-key errors into warnings and writes a mangled row.
+		fmt.Fprintf(&b, " ON DUPLICATE KEY UPDATE %s = %s", k, k)
+	case d.name == "mysql":
+		b.WriteString(" ON DUPLICATE KEY UPDATE ")
+		first := true
+		for _, c := range cols {
+			if c == keyCol {
+				continue
+			}
+			if !first {
+				b.WriteString(", ")
+			}
+			first = false
+			fmt.Fprintf(&b, "%s = VALUES(%s)", d.quote(c), d.quote(c))
+		}
+		if first {
+			fmt.Fprintf(&b, "%s = %s", k, k)
+		}
+	case !upsert:
+		b.WriteString(" ON CONFLICT DO NOTHING")
+	default:
+		fmt.Fprintf(&b, " ON CONFLICT (%s) DO ", k)
+		first := true
+		for _, c := range cols {
+			if c == keyCol {
+				continue
+			}
+			if first {
+				b.WriteString("UPDATE SET ")
+			} else {
+				b.WriteString(", ")
+			}
+			first = false
+			fmt.Fprintf(&b, "%s = EXCLUDED.%s", d.quote(c), d.quote(c))
+		}
+		if first {
+			b.WriteString("NOTHING")
+		}
+	}
+	return b.String()
+}
+
+// offsetsDDL creates the offsets table. kafka_partition, not partition:
+// PARTITION is a reserved word in MySQL.
+func (d *dialect) offsetsDDL(table string) string {
+	text, ts := "TEXT", "TIMESTAMP(6)"
+	switch d.name {
+	case "mysql":
+		text = "VARCHAR(255)"
+	case "postgres":
+		ts = "TIMESTAMPTZ"
+	case "sqlite":
+		ts = "TIMESTAMP"
+	}
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	consumer_group %s NOT NULL,
+	topic %s NOT NULL,
+	kafka_partition INTEGER NOT NULL,
+	next_offset BIGINT NOT NULL,
+	updated_at %s NOT NULL DEFAULT %s,
+	PRIMARY KEY (consumer_group, topic, kafka_partition))`, d.quote(table), text, text, ts, d.now())
+}

@@ -1,0 +1,363 @@
+package sink
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/eosctl/eos/pipeline"
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/vm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.yaml.in/yaml/v3"
+)
+
+// Mode is how a row is written.
+type Mode string
+
+const (
+	// ModeInsert inserts new keys and leaves existing ones as they are:
+	// the first write of a key wins, a repeat is absorbed. The default.
+	ModeInsert Mode = "insert"
+	// ModeUpsert inserts new keys and overwrites the mapped columns of
+	// existing ones: the last write wins. A replay from an old offset
+	// rewrites rows to old values until it catches up, so use it only
+	// for state that the latest record fully describes.
+	ModeUpsert Mode = "upsert"
+	// ModeTransition moves an existing row from one status to another:
+	// UPDATE table SET status = TO, columns... WHERE key = ? AND status
+	// = FROM. When no row matches, the row's current status tells why:
+	// already TO means the transition was applied before (a repeat,
+	// absorbed); anything else (or no row) is an illegal transition,
+	// and the record goes to the dead-letter topic.
+	ModeTransition Mode = "transition"
+)
+
+// Mapping says how a JSON record becomes a row. Load it from YAML with
+// LoadMapping or ParseMapping:
+//
+//	table: payments
+//	key_column: out_trade_no      # the idempotency key: a PRIMARY or UNIQUE key
+//	key: out_trade_no             # an expression; default: the eos-idempotency-key header
+//	columns:                      # column: expression, over the record's JSON fields
+//	  user_id: user
+//	  amount_cents: int(amount * 100)
+//	mode: insert                  # insert (default), upsert or transition
+//	transition:                   # mode transition only
+//	  status_column: status
+//	  from: "'pending'"
+//	  to: "'paid'"
+//
+// Expressions are github.com/expr-lang/expr, as in eos's topologies: the
+// record's top-level JSON fields are variables (integers without a fraction,
+// floats otherwise), with the metadata _key, _topic, _partition, _offset and
+// _timestamp (Unix ms). A record without a field an expression names is
+// dead-lettered as "missing-field"; write $env.name ?? default for an
+// optional field.
+type Mapping struct {
+	Table     string
+	KeyColumn string
+	// Key computes the idempotency key; nil reads the
+	// eos-idempotency-key header (which eos's workers set on every
+	// record they produce).
+	Key     *Expr
+	Columns []Column
+	Mode    Mode
+	// StatusColumn, From and To are the transition (ModeTransition).
+	StatusColumn string
+	From, To     *Expr
+}
+
+// Column is one mapped column.
+type Column struct {
+	Name string
+	Expr *Expr
+}
+
+// Expr is one compiled expression.
+type Expr struct {
+	Src    string
+	prog   *vm.Program
+	fields []string // record fields it names
+	vm     vm.VM
+}
+
+var metaVars = []string{"_key", "_topic", "_partition", "_offset", "_timestamp"}
+
+// CompileExpr compiles src; what names the expression in errors.
+func CompileExpr(what, src string) (*Expr, error) {
+	prog, err := expr.Compile(src, expr.Env(map[string]any{}), expr.AllowUndefinedVariables())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: expression %q does not compile: %s", ErrConfig, what, src, firstLine(err.Error()))
+	}
+	e := &Expr{Src: src, prog: prog}
+	c := &identCollector{}
+	root := prog.Node()
+	ast.Walk(&root, c)
+	if len(c.callees) > 0 {
+		return nil, fmt.Errorf("%w: %s: expression %q calls unknown function %s()", ErrConfig, what, src, c.callees[0])
+	}
+	for _, id := range c.idents {
+		if id != "$env" && !slices.Contains(metaVars, id) && !slices.Contains(c.lets, id) && !slices.Contains(e.fields, id) {
+			e.fields = append(e.fields, id)
+		}
+	}
+	return e, nil
+}
+
+type identCollector struct{ idents, callees, lets []string }
+
+func (c *identCollector) Visit(n *ast.Node) {
+	switch x := (*n).(type) {
+	case *ast.IdentifierNode:
+		c.idents = append(c.idents, x.Value)
+	case *ast.CallNode:
+		if id, ok := x.Callee.(*ast.IdentifierNode); ok {
+			c.callees = append(c.callees, id.Value)
+		}
+	case *ast.VariableDeclaratorNode:
+		c.lets = append(c.lets, x.Name)
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return strings.TrimSpace(s)
+}
+
+// mappingFile is the YAML form of a Mapping.
+type mappingFile struct {
+	Table      string    `yaml:"table"`
+	KeyColumn  string    `yaml:"key_column"`
+	Key        string    `yaml:"key"`
+	Columns    yaml.Node `yaml:"columns"`
+	Mode       string    `yaml:"mode"`
+	Transition *struct {
+		StatusColumn string `yaml:"status_column"`
+		From         string `yaml:"from"`
+		To           string `yaml:"to"`
+	} `yaml:"transition"`
+}
+
+// LoadMapping reads and compiles the mapping file at path.
+func LoadMapping(path string) (*Mapping, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: mapping: %w", ErrConfig, err)
+	}
+	return ParseMapping(path, data)
+}
+
+// ParseMapping compiles a mapping from YAML; file names it in errors.
+func ParseMapping(file string, data []byte) (*Mapping, error) {
+	var f mappingFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s: the mapping is empty (it needs table, key_column and columns)", ErrConfig, file)
+		}
+		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, file, strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "unmarshal errors:\n", "")), " "))
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, file, fmt.Sprintf(format, args...))
+	}
+	m := &Mapping{Table: f.Table, KeyColumn: f.KeyColumn, Mode: Mode(f.Mode)}
+	if m.Mode == "" {
+		m.Mode = ModeInsert
+	}
+	if f.Key != "" && f.Key != "header" {
+		var err error
+		if m.Key, err = CompileExpr(file+": key", f.Key); err != nil {
+			return nil, err
+		}
+	}
+	if f.Columns.Kind != 0 && f.Columns.Kind != yaml.MappingNode {
+		return nil, bad("line %d: columns must map column names to expressions", f.Columns.Line)
+	}
+	for i := 0; i+1 < len(f.Columns.Content); i += 2 {
+		k, v := f.Columns.Content[i], f.Columns.Content[i+1]
+		if v.Kind != yaml.ScalarNode {
+			return nil, bad("line %d: columns.%s must be an expression", v.Line, k.Value)
+		}
+		e, err := CompileExpr(fmt.Sprintf("%s:%d: columns.%s", file, v.Line, k.Value), v.Value)
+		if err != nil {
+			return nil, err
+		}
+		m.Columns = append(m.Columns, Column{Name: k.Value, Expr: e})
+	}
+	if t := f.Transition; t != nil {
+		m.StatusColumn = t.StatusColumn
+		var err error
+		if t.From != "" {
+			if m.From, err = CompileExpr(file+": transition.from", t.From); err != nil {
+				return nil, err
+			}
+		}
+		if t.To != "" {
+			if m.To, err = CompileExpr(file+": transition.to", t.To); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrConfig, file, err)
+	}
+	return m, nil
+}
+
+// Validate checks the mapping's shape; the database checks the table and
+// columns exist when the sink starts.
+func (m *Mapping) Validate() error {
+	if !identRE.MatchString(m.Table) {
+		return fmt.Errorf("table %q is not a plain SQL identifier", m.Table)
+	}
+	if !identRE.MatchString(m.KeyColumn) {
+		return fmt.Errorf("key_column %q is not a plain SQL identifier", m.KeyColumn)
+	}
+	for _, c := range m.Columns {
+		if !identRE.MatchString(c.Name) {
+			return fmt.Errorf("column %q is not a plain SQL identifier", c.Name)
+		}
+		if c.Name == m.KeyColumn {
+			return fmt.Errorf("column %q is the key_column: the key comes from key", c.Name)
+		}
+	}
+	switch m.Mode {
+	case ModeInsert, ModeUpsert:
+		if m.StatusColumn != "" || m.From != nil || m.To != nil {
+			return fmt.Errorf("transition is only for mode transition, not %s", m.Mode)
+		}
+	case ModeTransition:
+		if !identRE.MatchString(m.StatusColumn) || m.From == nil || m.To == nil {
+			return fmt.Errorf("mode transition needs transition.status_column, transition.from and transition.to")
+		}
+	default:
+		return fmt.Errorf("mode %q: want insert, upsert or transition", m.Mode)
+	}
+	return nil
+}
+
+// row is one record mapped: the key and the column values in the order of
+// Mapping.Columns, and for a transition the expected and the new status.
+type row struct {
+	key      any
+	vals     []any
+	from, to any
+}
+
+// mapRecord evaluates the mapping over r. A record it cannot map is a
+// *pipeline.DeadLetterError.
+func (m *Mapping) mapRecord(r *kgo.Record) (row, error) {
+	env, err := recordEnv(r)
+	if err != nil {
+		return row{}, err
+	}
+	var out row
+	if m.Key == nil {
+		for _, h := range r.Headers {
+			if h.Key == pipeline.IdempotencyKeyHeader {
+				out.key = string(h.Value)
+			}
+		}
+		if out.key == nil {
+			return row{}, pipeline.DeadLetter("missing-key", fmt.Errorf("no %s header (set key: in the mapping to compute the key from the record)", pipeline.IdempotencyKeyHeader))
+		}
+	} else if out.key, err = m.Key.eval(env); err != nil {
+		return row{}, err
+	}
+	if out.key == nil {
+		return row{}, pipeline.DeadLetter("missing-key", fmt.Errorf("key %q is null", m.Key.Src))
+	}
+	out.vals = make([]any, len(m.Columns))
+	for i, c := range m.Columns {
+		if out.vals[i], err = c.Expr.eval(env); err != nil {
+			return row{}, err
+		}
+	}
+	if m.Mode == ModeTransition {
+		if out.from, err = m.From.eval(env); err != nil {
+			return row{}, err
+		}
+		if out.to, err = m.To.eval(env); err != nil {
+			return row{}, err
+		}
+	}
+	return out, nil
+}
+
+func (e *Expr) eval(env map[string]any) (any, error) {
+	for _, f := range e.fields {
+		if _, ok := env[f]; !ok {
+			return nil, pipeline.DeadLetter("missing-field", fmt.Errorf("field %q is missing (write $env.%s ?? default for a field that may be absent)", f, f))
+		}
+	}
+	v, err := e.vm.Run(e.prog, env)
+	if err != nil {
+		return nil, pipeline.DeadLetter("expression-error", fmt.Errorf("%q: %s", e.Src, firstLine(err.Error())))
+	}
+	return sqlValue(v)
+}
+
+// sqlValue turns an expression's result into a database argument: numbers,
+// strings, booleans and nil as they are, objects and arrays as JSON text.
+func sqlValue(v any) (any, error) {
+	switch v.(type) {
+	case map[string]any, []any:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, pipeline.DeadLetter("expression-error", err)
+		}
+		return string(b), nil
+	}
+	return v, nil
+}
+
+// recordEnv decodes r's JSON object value into an expression environment.
+func recordEnv(r *kgo.Record) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(r.Value))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		if err == nil {
+			err = fmt.Errorf("value is not a JSON object")
+		}
+		return nil, pipeline.DeadLetter("malformed-json", err)
+	}
+	for k, v := range obj {
+		obj[k] = numbers(v)
+	}
+	obj["_key"] = string(r.Key)
+	obj["_topic"] = r.Topic
+	obj["_partition"] = int(r.Partition)
+	obj["_offset"] = int(r.Offset)
+	obj["_timestamp"] = int(r.Timestamp.UnixMilli())
+	return obj, nil
+}
+
+// numbers turns json.Numbers into int (no fraction or exponent) or float64.
+func numbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil && !strings.ContainsAny(string(x), ".eE") {
+			return int(i)
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = numbers(e)
+		}
+	}
+	return v
+}
