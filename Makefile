@@ -55,7 +55,7 @@ fmt:
 db: ## install (apt-get, if missing) and start PostgreSQL and MariaDB on 127.0.0.1 for the sink tests; prints the DSNs
 	@scripts/db start all
 
-db-stop: ## stop the servers `make db` started (their data stays in $$EOS_DB_DIR, default /tmp/eos-db)
+db-stop: ## stop the servers `make db` started (their data stays, in /tmp/eos-db unless EOS_DB_DIR says otherwise)
 	@scripts/db stop all
 
 COMPOSE ?= docker compose
