@@ -1,0 +1,143 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// claim takes key for owner: an atomic INSERT of an in-progress record
+// into today's partition, under the per-key lock that makes it atomic with
+// the look-up of the key in earlier partitions. It returns the day of the
+// claimed record, or the prior record to answer with.
+func (s *Store) claim(ctx context.Context, bizType, key, owner string) (string, *record, error) {
+	now := s.cfg.Now().UTC()
+	today := dayOf(now)
+	if err := s.ensure(ctx, today); err != nil {
+		return "", nil, err
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close()
+	if s.d == mysql {
+		// Before BEGIN: the lock must be held before the transaction's
+		// snapshot is taken.
+		unlock, err := s.lockMySQL(ctx, conn, key)
+		if err != nil {
+			return "", nil, err
+		}
+		defer unlock()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if s.d == postgres {
+		if err := s.lockPostgres(ctx, tx, key); err != nil {
+			return "", nil, err
+		}
+	}
+
+	d, t := s.d, s.d.quote(s.cfg.Table)
+	insert := fmt.Sprintf("INSERT INTO %s (idem_key, day, biz_type, state, owner, claimed_at) VALUES (%s, %s, %s, '%s', %s, %s)",
+		t, d.ph(1), d.ph(2), d.ph(3), inProgress, d.ph(4), d.ph(5))
+	if d == postgres {
+		insert += " ON CONFLICT DO NOTHING"
+	} else {
+		insert += " ON DUPLICATE KEY UPDATE idem_key = idem_key"
+	}
+	res, err := tx.ExecContext(ctx, insert, key, today, bizType, owner, now)
+	if err != nil {
+		return "", nil, fmt.Errorf("idempotency: claiming %q: %w", key, err)
+	}
+	inserted, err := res.RowsAffected()
+	if err != nil {
+		return "", nil, err
+	}
+	// The oldest record of the key other than the one just inserted.
+	// (The day as text and the age as a comparison: the MySQL driver
+	// scans dates only with parseTime, which the caller's DSN may lack.)
+	q := fmt.Sprintf("SELECT CAST(day AS CHAR(10)), biz_type, state, owner, claimed_at < %s, result, error FROM %s WHERE idem_key = %s",
+		d.ph(1), t, d.ph(2))
+	args := []any{now.Add(-s.cfg.StaleAfter), key}
+	if inserted == 1 {
+		q += " AND day <> " + d.ph(3)
+		args = append(args, today)
+	}
+	q += " ORDER BY day LIMIT 1"
+	var r record
+	err = tx.QueryRowContext(ctx, q, args...).Scan(&r.day, &r.bizType, &r.state, &r.owner, &r.stale, &r.result, &r.errMessage)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) && inserted == 1:
+		if err := tx.Commit(); err != nil {
+			return "", nil, err
+		}
+		return today, nil, nil // ours
+	case err != nil:
+		return "", nil, fmt.Errorf("idempotency: reading the record of %q: %w", key, err)
+	}
+	// The key has a record: ours, if just inserted, is not needed.
+	if err := tx.Rollback(); err != nil {
+		return "", nil, err
+	}
+	switch {
+	case r.bizType != bizType:
+		return "", nil, &BizTypeError{Key: key, BizType: bizType, RecordedAs: r.bizType}
+	case r.state != inProgress:
+		return "", &r, nil
+	case !r.stale:
+		return "", nil, ErrInProgress
+	}
+	// Stale: take it over, compare-and-set on the owner, so that of two
+	// callers taking over at once one wins.
+	res, err = conn.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET owner = %s, claimed_at = %s WHERE idem_key = %s AND day = %s AND owner = %s AND state = '%s'",
+		t, d.ph(1), d.ph(2), d.ph(3), d.ph(4), d.ph(5), inProgress), owner, now, key, r.day, r.owner)
+	if err != nil {
+		return "", nil, fmt.Errorf("idempotency: taking over %q: %w", key, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return "", nil, ErrInProgress
+	}
+	return r.day, nil, nil
+}
+
+// lockKey names key's claim lock: a hash, so any key fits.
+func (s *Store) lockKey(key string) string {
+	sum := sha256.Sum256([]byte(s.cfg.Table + "\x00" + key))
+	return hex.EncodeToString(sum[:20])
+}
+
+// lockPostgres takes key's claim lock for the rest of tx (an advisory
+// transaction lock).
+func (s *Store) lockPostgres(ctx context.Context, tx *sql.Tx, key string) error {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.cfg.LockWait.Milliseconds())); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", s.lockKey(key)); err != nil {
+		return fmt.Errorf("%w (waiting for the claim lock: %w)", ErrInProgress, err)
+	}
+	return nil
+}
+
+// lockMySQL takes key's claim lock for conn's session until unlock.
+func (s *Store) lockMySQL(ctx context.Context, conn *sql.Conn, key string) (unlock func(), err error) {
+	name := "eos-idem:" + s.lockKey(key)
+	var got sql.NullInt64
+	secs := max(1, int(s.cfg.LockWait/time.Second))
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, secs).Scan(&got); err != nil {
+		return nil, err
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return nil, fmt.Errorf("%w (the claim lock was busy for %ds)", ErrInProgress, secs)
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", name)
+	}, nil
+}

@@ -1,0 +1,75 @@
+package idempotency
+
+import (
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// dialect is what differs between PostgreSQL and MySQL here.
+type dialect struct {
+	name string // "postgres" or "mysql"
+}
+
+var (
+	postgres = &dialect{name: "postgres"}
+	mysql    = &dialect{name: "mysql"}
+)
+
+// dialectOf tells the database from db's driver.
+func dialectOf(db *sql.DB) (*dialect, error) {
+	t := fmt.Sprintf("%T", db.Driver())
+	switch {
+	case strings.Contains(t, "stdlib"), strings.Contains(t, "pgx"), strings.Contains(t, "pq."):
+		return postgres, nil
+	case strings.Contains(t, "mysql"):
+		return mysql, nil
+	}
+	return nil, fmt.Errorf("idempotency: driver %s: want PostgreSQL (pgx) or MySQL (go-sql-driver/mysql)", t)
+}
+
+func (d *dialect) quote(id string) string {
+	if d == mysql {
+		return "`" + id + "`"
+	}
+	return `"` + id + `"`
+}
+
+func (d *dialect) ph(i int) string {
+	if d == postgres {
+		return "$" + strconv.Itoa(i)
+	}
+	return "?"
+}
+
+// createSQL creates the records table, partitioned by day. MySQL needs
+// one partition at creation: the first day's.
+func (d *dialect) createSQL(table, firstDay, nextDay string) string {
+	if d == postgres {
+		return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	idem_key TEXT NOT NULL,
+	day DATE NOT NULL,
+	biz_type TEXT NOT NULL,
+	state TEXT NOT NULL,
+	owner TEXT NOT NULL,
+	claimed_at TIMESTAMPTZ NOT NULL,
+	finished_at TIMESTAMPTZ,
+	result BYTEA,
+	error TEXT,
+	PRIMARY KEY (idem_key, day)
+) PARTITION BY RANGE (day)`, d.quote(table))
+	}
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	idem_key VARCHAR(255) NOT NULL,
+	day DATE NOT NULL,
+	biz_type VARCHAR(255) NOT NULL,
+	state VARCHAR(16) NOT NULL,
+	owner CHAR(32) NOT NULL,
+	claimed_at DATETIME(6) NOT NULL,
+	finished_at DATETIME(6),
+	result LONGBLOB,
+	error TEXT,
+	PRIMARY KEY (idem_key, day)
+) PARTITION BY RANGE COLUMNS (day) (PARTITION %s VALUES LESS THAN ('%s'))`, d.quote(table), partitionName(table, firstDay), nextDay)
+}
