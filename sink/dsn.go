@@ -30,7 +30,7 @@ func (db *DB) Dialect() string { return db.d.name }
 //
 // A malformed DSN wraps ErrConfig. The password is never part of an error.
 func Open(dsn string) (*DB, error) {
-	scheme, _, ok := strings.Cut(dsn, ":")
+	scheme, _, ok := strings.Cut(dsn, "://")
 	if !ok {
 		return nil, fmt.Errorf("%w: DSN must start with postgres:// or mysql://", ErrConfig)
 	}

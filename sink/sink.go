@@ -94,7 +94,9 @@ func (s *Sink) prepare(ctx context.Context) error {
 	r := s.cfg.Retry
 	onErr := func(err error, class string) {
 		s.cfg.Metrics.dbError(class)
-		s.cfg.Logger.Warn("database error", "error", err, "class", class)
+		if c, _ := classify(err); c == retriable {
+			s.cfg.Logger.Warn("database not ready; retrying", "error", err, "class", class)
+		}
 	}
 	if err := s.db.Ping(ctx, r); err != nil {
 		return fmt.Errorf("database %s: %w", s.db.d.name, err)
