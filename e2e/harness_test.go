@@ -142,6 +142,13 @@ func (e *env) topologyWorker(topology, app string, i int, in, out string, extra 
 	name := app + "-" + strconv.Itoa(i)
 	args := append([]string{"run", topology, "--brokers", e.b.Addrs()[0], "--app", app, "--instance", strconv.Itoa(i),
 		"--input", in, "--output", out, "--session-timeout", "3s", "--events", "-", "--log-level", "info", "--metrics-addr", ""}, extra...)
+	return e.start(name, args)
+}
+
+// start starts eosctl with args as process name: its stderr goes to the
+// test's logs, its events (--events -) to e.events.
+func (e *env) start(name string, args []string) *supervise.Proc {
+	e.t.Helper()
 	p, err := supervise.Start(e.ctx, supervise.Config{
 		Name: name, Bin: eosctl, Args: args, Stderr: lockedWriter{e, name},
 		OnEvent: func(_ string, ev pipeline.Event) {

@@ -51,14 +51,7 @@ func TestTopologyCommandsAndBadConfigs(t *testing.T) {
 	addr := e.b.Addrs()[0]
 	e.produce("tc-in", 10, 1, 0)
 	before := e.topics()
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := writer(t)
 	good := write("good.yaml", "topology: etl\nfilter: amount > 1\n")
 	bad := write("bad.yaml", "topology: etl\nfilter: amount >\n")
 	anon := write("anon.yaml", "filter: amount > 1\n")
