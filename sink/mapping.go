@@ -361,3 +361,11 @@ func numbers(v any) any {
 	}
 	return v
 }
+
+// Row maps r as the sink would: the idempotency key and the values of
+// Columns, in order. A record that cannot be mapped is a
+// *pipeline.DeadLetterError.
+func (m *Mapping) Row(r *kgo.Record) (key any, values []any, err error) {
+	row, err := m.mapRecord(r)
+	return row.key, row.vals, err
+}

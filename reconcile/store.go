@@ -1,0 +1,192 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/eosctl/eos/sink"
+)
+
+// store is the run's access to the database: the table compared, and the
+// reconciler's own state and report tables.
+type store struct {
+	db  *sink.DB
+	cfg Config
+}
+
+func (s *store) q(id string) string {
+	if s.db.Dialect() == "mysql" {
+		return "`" + id + "`"
+	}
+	return `"` + id + `"`
+}
+
+func (s *store) ph(i int) string {
+	if s.db.Dialect() == "postgres" {
+		return fmt.Sprintf("$%d", i)
+	}
+	return "?"
+}
+
+func (s *store) create(ctx context.Context) error {
+	text, ts := "TEXT", "TIMESTAMP(6)"
+	if s.db.Dialect() == "mysql" {
+		text = "VARCHAR(255)"
+	}
+	for _, q := range []string{
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name %s NOT NULL, topic %s NOT NULL, kafka_partition INTEGER NOT NULL,
+			watermark BIGINT NOT NULL, PRIMARY KEY (name, topic, kafka_partition))`, s.q(s.cfg.StateTable), text, text),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name %s NOT NULL, run_started %s NOT NULL, kind %s NOT NULL, record_key TEXT NOT NULL,
+			kafka_partition INTEGER, kafka_offset BIGINT, column_name TEXT, topic_value TEXT, table_value TEXT)`, s.q(s.cfg.ReportTable), text, ts, text),
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("creating the reconciler's tables: %w", err)
+		}
+	}
+	return nil
+}
+
+// watermarks reads the stored watermark of each partition.
+func (s *store) watermarks(ctx context.Context) (map[int32]int64, error) {
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT kafka_partition, watermark FROM %s WHERE name = %s AND topic = %s",
+		s.q(s.cfg.StateTable), s.ph(1), s.ph(2)), s.cfg.Name, s.cfg.Topic)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int32]int64{}
+	for rows.Next() {
+		var p int32
+		var w int64
+		if err := rows.Scan(&p, &w); err != nil {
+			return nil, err
+		}
+		out[p] = w
+	}
+	return out, rows.Err()
+}
+
+// compare looks up the keys of want in the table.
+func (s *store) compare(ctx context.Context, want map[string]*expected, rep *Report) error {
+	m := s.cfg.Mapping
+	cols := []string{s.q(m.KeyColumn)}
+	for _, c := range m.Columns {
+		cols = append(cols, s.q(c.Name))
+	}
+	keys := sortedKeys(want)
+	found := map[string]bool{}
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		chunk := keys[:n]
+		keys = keys[n:]
+		phs := make([]string, n)
+		args := make([]any, n)
+		for i, k := range chunk {
+			phs[i], args[i] = s.ph(i+1), k
+		}
+		// The key is compared as text, whatever the column's type.
+		keyText := fmt.Sprintf("CAST(%s AS CHAR(255))", s.q(m.KeyColumn))
+		if s.db.Dialect() == "postgres" {
+			keyText = s.q(m.KeyColumn) + "::text"
+		}
+		rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", keyText, strings.Join(cols[1:], ", "),
+			s.q(m.Table), keyText, strings.Join(phs, ", ")), args...)
+		if err != nil {
+			return fmt.Errorf("reading table %s: %w", m.Table, err)
+		}
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			var key string
+			ptrs[0] = &key
+			for i := 1; i < len(cols); i++ {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return err
+			}
+			found[key] = true
+			exp := want[key]
+			if exp == nil {
+				continue
+			}
+			for i, c := range m.Columns {
+				if !same(exp.vals[i], vals[i+1]) {
+					rep.Changed = append(rep.Changed, Finding{Kind: "changed", Key: key, Partition: exp.rec.Partition, Offset: exp.rec.Offset,
+						Column: c.Name, Topic: text(exp.vals[i]), Table: text(vals[i+1])})
+				}
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+	}
+	for _, k := range sortedKeys(want) {
+		if !found[k] {
+			e := want[k]
+			rep.Missing = append(rep.Missing, Finding{Kind: "missing", Key: k, Partition: e.rec.Partition, Offset: e.rec.Offset})
+		}
+	}
+	return nil
+}
+
+// extras lists the table's keys that no record of the topic has.
+func (s *store) extras(ctx context.Context, want map[string]*expected, rep *Report) error {
+	m := s.cfg.Mapping
+	keyText := fmt.Sprintf("CAST(%s AS CHAR(255))", s.q(m.KeyColumn))
+	if s.db.Dialect() == "postgres" {
+		keyText = s.q(m.KeyColumn) + "::text"
+	}
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY 1", keyText, s.q(m.Table)))
+	if err != nil {
+		return fmt.Errorf("reading table %s: %w", m.Table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return err
+		}
+		if want[k] == nil {
+			rep.Extra = append(rep.Extra, Finding{Kind: "extra", Key: k})
+		}
+	}
+	return rows.Err()
+}
+
+// save stores the watermark and the findings, in one transaction.
+func (s *store) save(ctx context.Context, rep *Report) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	st := s.q(s.cfg.StateTable)
+	for _, r := range rep.Ranges {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE name = %s AND topic = %s AND kafka_partition = %s", st, s.ph(1), s.ph(2), s.ph(3)),
+			s.cfg.Name, s.cfg.Topic, r.Partition); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (name, topic, kafka_partition, watermark) VALUES (%s, %s, %s, %s)", st, s.ph(1), s.ph(2), s.ph(3), s.ph(4)),
+			s.cfg.Name, s.cfg.Topic, r.Partition, r.End); err != nil {
+			return err
+		}
+	}
+	ins := fmt.Sprintf("INSERT INTO %s (name, run_started, kind, record_key, kafka_partition, kafka_offset, column_name, topic_value, table_value) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+		s.q(s.cfg.ReportTable), s.ph(1), s.ph(2), s.ph(3), s.ph(4), s.ph(5), s.ph(6), s.ph(7), s.ph(8), s.ph(9))
+	for _, fs := range [][]Finding{rep.Missing, rep.Changed, rep.Extra} {
+		for _, f := range fs {
+			if _, err := tx.ExecContext(ctx, ins, s.cfg.Name, rep.Started, f.Kind, f.Key, nullInt(f.Kind != "extra", int64(f.Partition)),
+				nullInt(f.Kind != "extra", f.Offset), nullStr(f.Column), nullStr(f.Topic), nullStr(f.Table)); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Commit()
+}
+
+func nullInt(ok bool, v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: ok} }
+func nullStr(s string) sql.NullString        { return sql.NullString{String: s, Valid: s != ""} }
