@@ -20,6 +20,9 @@ const (
 	exitUsage   = 2 // bad input: unknown flag or topology, invalid value, missing topic
 	exitFenced  = 3 // a worker was fenced by another instance with the same transactional.id
 	exitAuth    = 4 // authorization or authentication failure
+	// exitDiscrepancies: reconcile ran and found the topic and the table
+	// differ; told apart from 1 so that a cron job can page on it alone.
+	exitDiscrepancies = 5
 	// exitInterrupted: SIGINT or SIGTERM stopped a command before it was
 	// done (128 + SIGINT, as shells report it); its line says what was
 	// done. A worker stopped so is not interrupted: stopping is how it ends.
@@ -46,6 +49,8 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, new(discrepancies)):
+		return exitDiscrepancies
 	case errors.As(err, &fe):
 		return exitFenced
 	case isFenced(err):

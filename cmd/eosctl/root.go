@@ -49,9 +49,10 @@ broker, and "eosctl broker" starts one to point the other commands at.
 
 Exit codes: 0 success; 1 failure (verify found a problem, brokers unreachable,
 runtime error); 2 bad input (flag, topology, missing topic); 3 fenced by another
-instance with the same transactional.id; 4 authorization failure; 130
-interrupted (SIGINT or SIGTERM stopped a command before it was done; its line
-says what was done; a worker stopped so commits and exits 0).`,
+instance with the same transactional.id; 4 authorization failure; 5 reconcile
+found discrepancies; 130 interrupted (SIGINT or SIGTERM stopped a command
+before it was done; its line says what was done; a worker stopped so commits
+and exits 0).`,
 		Example: `  # the whole story in one command, on an embedded broker
   eosctl quickstart
 
@@ -95,6 +96,7 @@ says what was done; a worker stopped so commits and exits 0).`,
 		newTopologyCmd(g),
 		newConsumeCmd(g),
 		newSinkCmd(g),
+		newReconcileCmd(g),
 	)
 	return root
 }
