@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/eosctl/eos/pipeline"
 	"github.com/expr-lang/expr"
@@ -72,6 +73,10 @@ type Mapping struct {
 	// StatusColumn, From and To are the transition (ModeTransition).
 	StatusColumn string
 	From, To     *Expr
+
+	once   sync.Once // computes fields and all, from the expressions
+	fields []string
+	all    bool
 }
 
 // Column is one mapped column.
@@ -85,7 +90,9 @@ type Expr struct {
 	Src    string
 	prog   *vm.Program
 	fields []string // record fields it names
-	vm     vm.VM
+	// allFields: it uses $env, so it may read any field.
+	allFields bool
+	vm        vm.VM
 }
 
 var metaVars = []string{"_key", "_topic", "_partition", "_offset", "_timestamp"}
@@ -104,6 +111,9 @@ func CompileExpr(what, src string) (*Expr, error) {
 		return nil, fmt.Errorf("%w: %s: expression %q calls unknown function %s()", ErrConfig, what, src, c.callees[0])
 	}
 	for _, id := range c.idents {
+		if id == "$env" {
+			e.allFields = true
+		}
 		if id != "$env" && !slices.Contains(metaVars, id) && !slices.Contains(c.lets, id) && !slices.Contains(e.fields, id) {
 			e.fields = append(e.fields, id)
 		}
@@ -255,7 +265,7 @@ type row struct {
 // mapRecord evaluates the mapping over r. A record it cannot map is a
 // *pipeline.DeadLetterError.
 func (m *Mapping) mapRecord(r *kgo.Record) (row, error) {
-	env, err := recordEnv(r)
+	env, err := m.recordEnv(r)
 	if err != nil {
 		return row{}, err
 	}
@@ -320,18 +330,43 @@ func sqlValue(v any) (any, error) {
 }
 
 // recordEnv decodes r's JSON object value into an expression environment.
-func recordEnv(r *kgo.Record) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(r.Value))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil || obj == nil {
+// Only the fields the expressions name are decoded (all of them if one
+// uses $env): a record's other fields, a long payload say, are only
+// scanned.
+func (m *Mapping) recordEnv(r *kgo.Record) (map[string]any, error) {
+	fields, all := m.needs()
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(r.Value, &raw); err != nil || raw == nil {
 		if err == nil {
 			err = fmt.Errorf("value is not a JSON object")
 		}
 		return nil, pipeline.DeadLetter("malformed-json", err)
 	}
-	for k, v := range obj {
-		obj[k] = numbers(v)
+	obj := make(map[string]any, len(fields)+len(metaVars))
+	decode := func(k string, v json.RawMessage) error {
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		var x any
+		if err := dec.Decode(&x); err != nil {
+			return pipeline.DeadLetter("malformed-json", fmt.Errorf("field %q: %w", k, err))
+		}
+		obj[k] = numbers(x)
+		return nil
+	}
+	if all {
+		for k, v := range raw {
+			if err := decode(k, v); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for _, k := range fields {
+			if v, ok := raw[k]; ok {
+				if err := decode(k, v); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	obj["_key"] = string(r.Key)
 	obj["_topic"] = r.Topic
@@ -339,6 +374,29 @@ func recordEnv(r *kgo.Record) (map[string]any, error) {
 	obj["_offset"] = int(r.Offset)
 	obj["_timestamp"] = int(r.Timestamp.UnixMilli())
 	return obj, nil
+}
+
+// needs returns the fields the mapping's expressions name, or all=true if
+// one of them uses $env.
+func (m *Mapping) needs() (fields []string, all bool) {
+	m.once.Do(func() {
+		exprs := []*Expr{m.Key, m.From, m.To}
+		for _, c := range m.Columns {
+			exprs = append(exprs, c.Expr)
+		}
+		for _, e := range exprs {
+			if e == nil {
+				continue
+			}
+			m.all = m.all || e.allFields
+			for _, f := range e.fields {
+				if !slices.Contains(m.fields, f) {
+					m.fields = append(m.fields, f)
+				}
+			}
+		}
+	})
+	return m.fields, m.all
 }
 
 // numbers turns json.Numbers into int (no fraction or exponent) or float64.
