@@ -21,7 +21,7 @@ type dialect struct {
 var (
 	postgres = &dialect{name: "postgres", dollar: true, maxParams: 65535}
 	mysqlDB  = &dialect{name: "mysql", backtick: true, maxParams: 65535}
-	sqlite   = &dialect{name: "sqlite", maxParams: 32766}
+	sqliteDB = &dialect{name: "sqlite", maxParams: 32766}
 )
 
 func (d *dialect) quote(id string) string {

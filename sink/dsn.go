@@ -27,12 +27,16 @@ func (db *DB) Dialect() string { return db.d.name }
 //
 //	postgres://user:pass@host:port/db?sslmode=disable  (also postgresql://)
 //	mysql://user:pass@host:port/db?param=value         (MySQL, MariaDB)
+//	sqlite:PATH                                        (demos and quick tries)
 //
 // A malformed DSN wraps ErrConfig. The password is never part of an error.
 func Open(dsn string) (*DB, error) {
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		return openSQLite(strings.TrimPrefix(path, "//"))
+	}
 	scheme, _, ok := strings.Cut(dsn, "://")
 	if !ok {
-		return nil, fmt.Errorf("%w: DSN must start with postgres:// or mysql://", ErrConfig)
+		return nil, fmt.Errorf("%w: DSN must start with postgres://, mysql:// or sqlite:", ErrConfig)
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
@@ -52,7 +56,7 @@ func Open(dsn string) (*DB, error) {
 		}
 		return &DB{DB: sql.OpenDB(c), d: mysqlDB}, nil
 	}
-	return nil, fmt.Errorf("%w: DSN scheme %q: want postgres or mysql", ErrConfig, scheme)
+	return nil, fmt.Errorf("%w: DSN scheme %q: want postgres, mysql or sqlite", ErrConfig, scheme)
 }
 
 // mysqlConfig turns a mysql:// URL into the driver's configuration.

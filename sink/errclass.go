@@ -54,6 +54,9 @@ func classify(err error) (errClass, string) {
 	if errors.As(err, &ne) {
 		return retriable, "connection"
 	}
+	if c, label, ok := classifySQLite(err); ok {
+		return c, label
+	}
 	if strings.Contains(err.Error(), "connection") {
 		return retriable, "connection"
 	}
@@ -163,5 +166,5 @@ func isUniqueViolation(err error) bool {
 	case errors.As(err, &me):
 		return me.Number == 1062
 	}
-	return false
+	return sqliteUnique(err)
 }

@@ -137,3 +137,32 @@ transition:
 		})
 	}
 }
+
+// TestSQLiteForDemos: the embedded SQLite the demo uses keeps the same
+// promise: each key once, offsets at the end, a replay absorbed.
+func TestSQLiteForDemos(t *testing.T) {
+	k := newKafka(t)
+	dsn := "sqlite:" + t.TempDir() + "/demo.db"
+	db, err := sink.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	eventsTable(t, db, "events", true)
+	const n = 3000
+	k.produce(t, "in", n, 2)
+	m := mapping(t, eventsMapping, "events")
+	for _, replay := range []bool{false, true} {
+		met := sink.NewMetrics("g")
+		stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(), Replay: replay, Metrics: met})
+		waitStored(t, db, "g", "in", n, time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		requireEachKeyOnce(t, db, "events", n)
+		requireOffsetsAtEnd(t, k, db, "g", "in")
+		if replay && testutil.ToFloat64(met.Duplicates()) != n {
+			t.Fatalf("the replay absorbed %v duplicates, want %d", testutil.ToFloat64(met.Duplicates()), n)
+		}
+	}
+}
