@@ -39,7 +39,8 @@ func RunNaive(ctx context.Context, cfg Config) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.Topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(cfg.SessionTimeout), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(heartbeat(cfg.SessionTimeout)),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	}, cfg.ClientOpts...)...)
 	if err != nil {
 		return err

@@ -60,6 +60,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(heartbeat(cfg.SessionTimeout)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AdjustFetchOffsetsFn(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
@@ -287,4 +288,10 @@ func (s *Sink) Close() {
 		s.cl.Close()
 	}
 	s.db.Close()
+}
+
+// heartbeat is a third of the session timeout, at most kgo's default 3s:
+// a session timeout under 3s would otherwise be refused by the client.
+func heartbeat(session time.Duration) time.Duration {
+	return min(3*time.Second, session/3)
 }

@@ -19,6 +19,7 @@ func newSinkCmd(g *globals) *cobra.Command {
 		mappingFile string
 		events      string
 		metricsAddr string
+		naive       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sink --to DSN --mapping FILE --group GROUP --input TOPIC[,TOPIC...]",
@@ -100,6 +101,9 @@ or Kafka refused the credentials or privileges.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
+			if naive {
+				return sinkErr(sink.RunNaive(ctx, cfg))
+			}
 			s, err := sink.New(ctx, cfg)
 			if err != nil {
 				return sinkErr(err)
@@ -133,6 +137,8 @@ or Kafka refused the credentials or privileges.`,
 	f.StringVar(&metricsAddr, "metrics-addr", "", `serve Prometheus /metrics (eos_sink_*) on this host:port; "" disables`)
 	f.DurationVar(&cfg.CommitDelay, "test-commit-delay", 0, "wait this long between writing a batch and committing it (testing only)")
 	_ = f.MarkHidden("test-commit-delay")
+	f.BoolVar(&naive, "naive", false, "run the naive at-least-once sink instead (eosctl demo sink's counter-example)")
+	_ = f.MarkHidden("naive")
 	for _, req := range []string{"mapping", "group", "input"} {
 		_ = cmd.MarkFlagRequired(req)
 	}
