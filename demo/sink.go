@@ -132,7 +132,7 @@ func Sink(ctx context.Context, cfg SinkConfig) (*SinkReport, error) {
 	}
 	start := func(name, group, table string, extra ...string) (*supervise.Proc, error) {
 		args := append([]string{"sink", "--brokers", b.Addrs()[0], "--to", dsn, "--mapping", mappings[table], "--group", group,
-			"--input", "payments", "--session-timeout", "2s", "--batch-size", "200", "--log-level", "error"}, extra...)
+			"--input", "payments", "--instance", "0", "--session-timeout", "2s", "--batch-size", "200", "--log-level", "error"}, extra...)
 		return supervise.Start(ctx, supervise.Config{Name: name, Bin: cfg.Bin, Args: args, Stderr: os.Stderr})
 	}
 	// run starts a sink, SIGKILLs it Kills times mid-run (each time once

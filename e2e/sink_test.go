@@ -33,7 +33,7 @@ func (e *env) sinkProc(i int, dsn, mapping, group, topic string, extra ...string
 	e.t.Helper()
 	name := group + "-" + strconv.Itoa(i)
 	args := append([]string{"sink", "--brokers", e.b.Addrs()[0], "--to", dsn, "--mapping", mapping, "--group", group,
-		"--input", topic, "--session-timeout", "3s", "--events", "-", "--log-level", "info"}, extra...)
+		"--input", topic, "--instance", strconv.Itoa(i), "--session-timeout", "3s", "--events", "-", "--log-level", "info"}, extra...)
 	return e.start(name, args)
 }
 
@@ -94,6 +94,7 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 		kills      = 6
 		group      = "sink-eo"
 	)
+	began := time.Now()
 	e := newEnv(t, broker.Config{})
 	srv := dbtest.StartPrivate(t, kind)
 	db := dbtest.Open(t, srv.DSN)
@@ -112,6 +113,7 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 
 	procs := []*supervise.Proc{e.sinkProc(0, srv.DSN, mapping, group, "sink-in", extra...)}
 	e.waitStored(db, group, "sink-in", 5_000, time.Minute)
+	t.Logf("%s: sink 0 committing; starting sink 1", time.Since(began).Round(time.Millisecond))
 	procs = append(procs, e.sinkProc(1, srv.DSN, mapping, group, "sink-in", extra...)) // 1 -> 2
 	midTxn, restarted := 0, false
 	for k := range kills {
@@ -124,6 +126,7 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 				t.Fatal(err)
 			}
 			restarted = true
+			t.Logf("%s: database server restarted", time.Since(began).Round(time.Millisecond))
 		}
 		i := rand.IntN(len(procs))
 		p := procs[i]
@@ -152,7 +155,9 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 	if code := procs[1].Wait(); code != 0 {
 		t.Fatalf("sink 1 exited %d after SIGTERM, want 0", code)
 	}
+	t.Logf("%s: kills done, sink 1 stopped", time.Since(began).Round(time.Millisecond))
 	e.waitStored(db, group, "sink-in", n, 2*time.Minute)
+	t.Logf("%s: all %d records committed", time.Since(began).Round(time.Millisecond), n)
 	for _, p := range procs {
 		select {
 		case <-p.Done():
@@ -174,7 +179,11 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 		t.Fatalf("after the faults: %d keys with more than one row, %d rows, %d distinct keys: want 0, %d, %d", dups, rows, distinct, n, n)
 	}
 	requireStoredAtEnd(t, e, db, group, "sink-in")
-	t.Logf("%s: %d rows, each key once, after %d kills (%d between write and commit), a 1->2->1 rebalance and a server restart; %d batches committed", dbtest.Name(kind), rows, kills, midTxn, e.count(pipeline.EventCommitted))
+	e.mu.Lock()
+	retried := strings.Count(e.logs.String(), "rolled back, retrying")
+	e.mu.Unlock()
+	t.Logf("%s: %d rows, each key once, after %d kills (%d between write and commit), a 1->2->1 rebalance and a server restart (%d batches rolled back and retried); %d batches committed",
+		dbtest.Name(kind), rows, kills, midTxn, retried, e.count(pipeline.EventCommitted))
 
 	// The replay: with the key made unique, the whole topic again.
 	if _, err := db.ExecContext(t.Context(), "ALTER TABLE events ADD PRIMARY KEY (seq)"); err != nil {
@@ -189,6 +198,7 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	e.stop()
+	t.Logf("%s: replay done", time.Since(began).Round(time.Millisecond))
 	if rows := queryInt(t, db, "SELECT COUNT(*) FROM events"); rows != n {
 		t.Fatalf("after the replay from offset 0: %d rows, want %d", rows, n)
 	}

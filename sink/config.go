@@ -36,6 +36,13 @@ type Config struct {
 	// Group is the Kafka consumer group, and the key of this sink's rows
 	// in the offsets table. Required.
 	Group string
+	// Instance, if set, makes this process a static member of the group
+	// (group.instance.id GROUP-INSTANCE): restarted with the same Instance
+	// after a crash, it takes its partitions back at once, instead of the
+	// group waiting for the dead member's session to time out, or for a
+	// whole rebalance timeout, before anyone gets them. Give each process
+	// its own, fixed one (0, 1, ... or the host name).
+	Instance string
 	// Topics are read with read_committed. Required.
 	Topics []string
 	// Mapping maps records to rows. Required (see LoadMapping).

@@ -66,6 +66,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.revoked),
 	}, cfg.ClientOpts...)
+	if cfg.Instance != "" {
+		opts = append(opts, kgo.InstanceID(cfg.Group+"-"+cfg.Instance))
+	}
 	if s.cl, err = kgo.NewClient(opts...); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%w: kafka client: %w", ErrConfig, err)

@@ -69,7 +69,7 @@ rolled back first); 1 failure (database or Kafka unavailable past the
 retries); 2 bad input (DSN, mapping, missing table or column); 4 the database
 or Kafka refused the credentials or privileges.`,
 		Example: `  eosctl sink --to 'postgres://app:secret@127.0.0.1:5432/shop?sslmode=disable' \
-    --mapping payments.yaml --group payments-sink --input payments
+    --mapping payments.yaml --group payments-sink --input payments --instance 0
   EOSCTL_SINK_DSN='mysql://app:secret@127.0.0.1:3306/shop' eosctl sink \
     --mapping payments.yaml --group payments-sink --input payments --batch-size 1000
   eosctl sink --to "$DSN" --mapping payments.yaml --group payments-sink --input payments --replay`,
@@ -125,6 +125,7 @@ or Kafka refused the credentials or privileges.`,
 	f.StringVar(&mappingFile, "mapping", "", "YAML file mapping records to rows (required)")
 	f.StringVar(&cfg.Group, "group", "", "consumer group, and the sink's key in the offsets table (required)")
 	f.StringVar(&topics, "input", "", "comma-separated topics to read with read_committed (required)")
+	f.StringVar(&cfg.Instance, "instance", "", "this process's fixed instance id, e.g. 0 or $(hostname): a static group member, whose restart takes its partitions back at once")
 	f.IntVar(&cfg.BatchSize, "batch-size", 500, "most records per database transaction")
 	f.StringVar(&cfg.OffsetsTable, "offsets-table", "eos_sink_offsets", "table of the consumed offsets, written in the rows' transaction (created if missing)")
 	f.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic (default GROUP-dlq)")
