@@ -58,6 +58,11 @@ type Config struct {
 	OffsetsTable string
 	// DLQ is the dead-letter topic; default Group+"-dlq".
 	DLQ string
+	// NoKafkaCommit stops the sink from also committing its offsets to
+	// the consumer group in Kafka after each database commit. Those
+	// commits are for lag tools only (the sink always resumes from the
+	// database); without them, a group's lag shows the whole topic.
+	NoKafkaCommit bool
 	// Replay deletes this group's stored offsets at start, so the sink
 	// reads its topics again from the earliest offset. The rows are
 	// written again through the idempotent path: with a unique key on

@@ -106,6 +106,9 @@ func (s *Sink) write(ctx context.Context, recs []*kgo.Record) error {
 	took := time.Since(start)
 	s.cfg.Metrics.committed(len(items), out.rows, out.dups, took)
 	s.event(pipeline.Event{Kind: pipeline.EventCommitted, Consumed: len(items), Records: out.rows, DeadLetters: len(out.dead), Duration: took})
+	if s.cfg.NoKafkaCommit {
+		return nil
+	}
 	// For lag tools only: the sink resumes from the database, never from
 	// these.
 	s.cl.CommitOffsets(ctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {

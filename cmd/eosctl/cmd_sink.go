@@ -129,6 +129,7 @@ or Kafka refused the credentials or privileges.`,
 	f.IntVar(&cfg.BatchSize, "batch-size", 500, "most records per database transaction")
 	f.StringVar(&cfg.OffsetsTable, "offsets-table", "eos_sink_offsets", "table of the consumed offsets, written in the rows' transaction (created if missing)")
 	f.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic (default GROUP-dlq)")
+	kafkaCommit := f.Bool("kafka-commit", true, "also commit the offsets to the consumer group in Kafka after each database commit, for lag tools (the sink always resumes from the database's offsets)")
 	f.BoolVar(&cfg.Replay, "replay", false, "delete the group's stored offsets and read the topics again from the earliest offset (idempotent: the key absorbs what is there)")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 10*time.Second, "consumer group session timeout")
 	f.IntVar(&cfg.Retry.Attempts, "retry-attempts", 10, "tries of one batch on retriable database errors before exiting 1")
@@ -144,6 +145,7 @@ or Kafka refused the credentials or privileges.`,
 		_ = cmd.MarkFlagRequired(req)
 	}
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		cfg.NoKafkaCommit = !*kafkaCommit
 		if cfg.DSN == "" {
 			return usage(fmt.Errorf("--to (or EOSCTL_SINK_DSN) is required"))
 		}
