@@ -57,6 +57,9 @@ run failed; 2 bad input; 4 authorization failure.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
+			if cfg.DSN == "" { // not a flag default: help would print the password
+				cfg.DSN = os.Getenv("EOSCTL_SINK_DSN")
+			}
 			if cfg.DSN == "" {
 				return usage(fmt.Errorf("--to (or EOSCTL_SINK_DSN) is required"))
 			}
@@ -134,7 +137,7 @@ run failed; 2 bad input; 4 authorization failure.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DSN, "to", os.Getenv("EOSCTL_SINK_DSN"), "the sink's database, as for eosctl sink (env EOSCTL_SINK_DSN)")
+	f.StringVar(&cfg.DSN, "to", "", "the sink's database, as for eosctl sink (env EOSCTL_SINK_DSN)")
 	f.StringVar(&mappingFile, "mapping", "", "the sink's mapping file (required)")
 	f.StringVar(&cfg.Topic, "input", "", "the topic the sink reads (required)")
 	f.StringVar(&cfg.Name, "name", "", "name of this reconciliation, keying its stored watermark and report (default TABLE/TOPIC)")

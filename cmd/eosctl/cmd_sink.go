@@ -121,7 +121,7 @@ or Kafka refused the credentials or privileges.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DSN, "to", os.Getenv("EOSCTL_SINK_DSN"), "database: postgres://user:pass@host:port/db?sslmode=... or mysql://user:pass@host:port/db (env EOSCTL_SINK_DSN, which ps does not show)")
+	f.StringVar(&cfg.DSN, "to", "", "database: postgres://user:pass@host:port/db?sslmode=... or mysql://user:pass@host:port/db (env EOSCTL_SINK_DSN, which ps does not show)")
 	f.StringVar(&mappingFile, "mapping", "", "YAML file mapping records to rows (required)")
 	f.StringVar(&cfg.Group, "group", "", "consumer group, and the sink's key in the offsets table (required)")
 	f.StringVar(&topics, "input", "", "comma-separated topics to read with read_committed (required)")
@@ -146,6 +146,9 @@ or Kafka refused the credentials or privileges.`,
 	}
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		cfg.NoKafkaCommit = !*kafkaCommit
+		if cfg.DSN == "" { // not a flag default: help would print the password
+			cfg.DSN = os.Getenv("EOSCTL_SINK_DSN")
+		}
 		if cfg.DSN == "" {
 			return usage(fmt.Errorf("--to (or EOSCTL_SINK_DSN) is required"))
 		}
