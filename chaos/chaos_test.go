@@ -60,6 +60,14 @@ func TestScenariosPreserveExactlyOnce(t *testing.T) {
 		}
 		defer cluster.Stop()
 	}
+	// The table of the rows that ran, as RELIABILITY.md prints it, so a
+	// run of the short form (CI's included) leaves its figures in the log.
+	var results []*Result
+	defer func() {
+		var b bytes.Buffer
+		WriteTable(&b, results, "EOS_TEST_BROKER="+string(testbroker.FromEnv())+" go test ./chaos -run TestScenariosPreserveExactlyOnce -v")
+		t.Logf("short form:\n%s", b.String())
+	}()
 	for _, s := range Scenarios() {
 		if s.OnlyKafka && cluster == nil {
 			continue // listed in RELIABILITY.md under Apache Kafka only
@@ -69,6 +77,9 @@ func TestScenariosPreserveExactlyOnce(t *testing.T) {
 			defer cancel()
 			logs := &syncBuf{}
 			res, err := RunOn(ctx, cluster, s, bin, Short, logs)
+			if res != nil {
+				results = append(results, res)
+			}
 			if err != nil {
 				t.Fatalf("%v\nlogs:\n%s", err, logs.b.String())
 			}
