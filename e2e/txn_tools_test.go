@@ -12,6 +12,7 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/kafkacluster"
+	"github.com/eosctl/eos/internal/testbroker"
 )
 
 // kafkaTransactions runs Apache Kafka's own kafka-transactions.sh
@@ -96,8 +97,15 @@ func TestTxnCommandsAgreeWithKafkasTransactionsTool(t *testing.T) {
 	var producers []inspect.Producer
 	e.cliJSON(&producers, "txn", "producers", "--topic", topic, "--partition", "0", "--json")
 	prows := e.kafkaTransactions("describe-producers", "--topic", topic, "--partition", "0")
-	if len(producers) != 2 || len(prows) != 2 {
-		t.Fatalf("producers of %s[0]: eosctl %+v, kafka-transactions.sh %+v; want the idempotent and the transactional producer", topic, producers, prows)
+	// Apache Kafka lists the idempotent producer too; the embedded broker
+	// (kfake) lists transactional producers only. Either way both tools
+	// must list the same ones.
+	want := 1
+	if testbroker.IsKafka() {
+		want = 2
+	}
+	if len(producers) != want || len(prows) != want {
+		t.Fatalf("producers of %s[0]: eosctl %+v, kafka-transactions.sh %+v; want %d producers (Apache Kafka lists the idempotent one beside the transactional one)", topic, producers, prows, want)
 	}
 	byID := map[string]map[string]string{}
 	for _, r := range prows {
@@ -121,9 +129,15 @@ func TestTxnCommandsAgreeWithKafkasTransactionsTool(t *testing.T) {
 	if len(h.Hanging) != 0 {
 		t.Fatalf("eosctl txn hanging calls a live transaction hanging: %+v", h.Hanging)
 	}
-	leader := strconv.Itoa(int(producers[0].Leader))
-	if rows := e.kafkaTransactions("find-hanging", "--broker-id", leader); len(rows) != 0 {
-		t.Fatalf("kafka-transactions.sh find-hanging: %+v", rows)
+	// Kafka's find-hanging describes the topic with DescribeTopicPartitions,
+	// which the embedded broker answers with a null eligibleLeaderReplicas
+	// that the tool cannot read (docs/kfake-defects.md): compared on Apache
+	// Kafka only.
+	if testbroker.IsKafka() {
+		leader := strconv.Itoa(int(producers[0].Leader))
+		if rows := e.kafkaTransactions("find-hanging", "--broker-id", leader); len(rows) != 0 {
+			t.Fatalf("kafka-transactions.sh find-hanging: %+v", rows)
+		}
 	}
 
 	if code, _, errs := e.cli("txn", "abort", "--transactional-id", "foreign-1", "--yes"); code != 0 {

@@ -37,11 +37,11 @@ func TestWordCountCountsEveryWordOnce(t *testing.T) {
 // per word, and a second worker restored from what is left goes on
 // counting from exactly where the first stopped.
 func TestWordCountRestoresExactlyFromACompactedChangelog(t *testing.T) {
-	// Apache Kafka compacts only closed segments: roll them every 100ms
+	// Apache Kafka compacts only closed segments: roll them every second
 	// and clean as soon as 1% is dirty, so the test's small changelog is
 	// compacted within seconds (the embedded broker ignores the rest).
 	e := newTEnvWith(t, broker.Config{BrokerConfigs: map[string]string{
-		"log.cleaner.backoff.ms": "100", "log.roll.ms": "100", "log.cleaner.min.cleanable.ratio": "0.01", "log.segment.delete.delay.ms": "100"}})
+		"log.cleaner.backoff.ms": "100", "log.roll.ms": "1000", "log.cleaner.min.cleanable.ratio": "0.01", "log.segment.delete.delay.ms": "100"}})
 	want := map[string]int{}
 	e.topic("cc-in", 3)
 	first := lines(5, 0, 3000, want)
