@@ -64,8 +64,15 @@ func TestClusterServesThroughProxiesAndSurvivesANodeKill(t *testing.T) {
 	if got := c.Faults().Dropped(key); got != 1 {
 		t.Fatalf("dropped %d CreateTopics responses, want 1", got)
 	}
-	if ts, err := adm.ListTopics(ctx, "dropped"); err != nil || !ts.Has("dropped") {
-		t.Fatalf("the topic whose creation answer was dropped does not exist: %v", err)
+	// The controller created it; the brokers learn of it one after another.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ts, err := adm.ListTopics(ctx, "dropped")
+		if err == nil && ts.Has("dropped") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the topic whose creation answer was dropped does not exist 20s later: %v", err)
+		}
 	}
 
 	if err := c.StopNode(2, true); err != nil {
