@@ -36,8 +36,13 @@ func newTEnv(t *testing.T) *tenv {
 func newTEnvWith(t *testing.T, cfg broker.Config) *tenv {
 	t.Helper()
 	cfg.MinSessionTimeout = time.Second
-	b := testbroker.Start(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return newTEnvOn(t, testbroker.Start(t, cfg))
+}
+
+// newTEnvOn is newTEnvWith on a cluster the test started itself.
+func newTEnvOn(t *testing.T, b testbroker.Cluster) *tenv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a bound, not a target: Apache Kafka on a busy 2-core machine is slower
 	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
 	cl, err := admin.Connect(ctx, 10*time.Second, opts...)
 	if err != nil {

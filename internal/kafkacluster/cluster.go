@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,44 +63,65 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg}
-	if c.classpath, err = Resolve(ctx, cfg.Version, cache, func(s string) { cfg.Logf("%s", s) }); err != nil {
+	classpath, err := Resolve(ctx, cfg.Version, cache, func(s string) { cfg.Logf("%s", s) })
+	if err != nil {
 		return nil, err
 	}
+	// Free ports are free when chosen and bound by a JVM seconds later;
+	// another process can take one in between. A start that failed so is
+	// tried again with new ports.
+	for attempt := 1; ; attempt++ {
+		c := &Cluster{cfg: cfg, classpath: classpath}
+		err := c.launch(ctx)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errPortTaken) || len(cfg.Ports) > 0 || attempt == 3 {
+			return nil, err
+		}
+		cfg.Logf("a port was taken while the nodes started; starting again on new ports")
+	}
+}
+
+// errPortTaken marks a start that failed because a node could not bind.
+var errPortTaken = errors.New("a port was taken")
+
+// launch lays out, formats and starts c's nodes and waits for them; on
+// error it stops what it started.
+func (c *Cluster) launch(ctx context.Context) (err error) {
+	cfg := c.cfg
 	if cfg.Dir == "" {
 		if c.cfg.Dir, err = os.MkdirTemp("", "eos-kafka-"); err != nil {
-			return nil, fmt.Errorf("kafkacluster: %w", err)
+			return fmt.Errorf("kafkacluster: %w", err)
 		}
 		c.tempDir = !cfg.Detach
 	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("kafkacluster: %w", err)
+		return fmt.Errorf("kafkacluster: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
 	if err := c.layout(); err != nil {
-		c.Stop()
-		return nil, err
+		return err
 	}
 	if err := c.format(ctx); err != nil {
-		c.Stop()
-		return nil, err
+		return err
 	}
 	for _, n := range c.nodes {
 		if err := c.startNode(n); err != nil {
-			c.Stop()
-			return nil, err
+			return err
 		}
 	}
 	cfg.Logf("waiting for %d node(s) to answer metadata (logs in %s)", len(c.nodes), c.cfg.Dir)
 	if err := c.WaitReady(ctx, cfg.StartTimeout); err != nil {
-		c.Stop()
-		return nil, err
+		return err
 	}
 	if cfg.Detach {
-		if err := c.writeState(); err != nil {
-			c.Stop()
-			return nil, err
-		}
+		return c.writeState()
 	}
-	return c, nil
+	return nil
 }
 
 // layout picks ports, writes each node's configuration and opens proxies.
@@ -147,6 +169,7 @@ func (c *Cluster) layout() error {
 		c.nodes = append(c.nodes, n)
 	}
 	for _, n := range c.nodes {
+		os.RemoveAll(n.dir) // a failed earlier attempt's storage, formatted with another id
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			return fmt.Errorf("kafkacluster: %w", err)
 		}
@@ -247,7 +270,11 @@ func (c *Cluster) WaitReady(ctx context.Context, within time.Duration) error {
 	for {
 		for _, n := range c.nodes {
 			if n.Exited() {
-				return fmt.Errorf("kafkacluster: node %d exited while starting; its log ends:\n%s", n.ID, n.logTail(20))
+				tail := n.logTail(20)
+				if strings.Contains(tail, "Address already in use") {
+					return fmt.Errorf("kafkacluster: node %d could not bind its port: %w", n.ID, errPortTaken)
+				}
+				return fmt.Errorf("kafkacluster: node %d exited while starting; its log ends:\n%s", n.ID, tail)
 			}
 		}
 		err := c.answersMetadata(ctx)
