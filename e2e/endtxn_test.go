@@ -23,18 +23,18 @@ func TestLostEndTxnResponsesNeitherDuplicateNorTear(t *testing.T) {
 	produced := e.produceAsync("endtxn-in", n, 4, 20_000)
 	tl := e.tail("endtxn-out")
 	for i := range 2 {
-		e.worker("endtxn", i, "endtxn-in", "endtxn-out")
+		e.worker("endtxn", i, "endtxn-in", "endtxn-out", "--max-txn-records", "2000")
 	}
 	key := kmsg.EndTxn.Int16()
 	for d := 1; d <= drops; d++ {
 		time.Sleep(500 * time.Millisecond)
 		faults.DropResponses(key, 1)
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for faults.Dropped(key) < d && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if faults.Dropped(key) < d {
-			t.Fatalf("EndTxn response %d was never dropped: no transaction ended in 10s", d)
+			t.Fatalf("EndTxn response %d was never dropped: no transaction ended in 30s", d)
 		}
 	}
 	if err := <-produced; err != nil {
