@@ -62,6 +62,11 @@ func (w *Worker) selfFenced(ctx context.Context, sess *txn.Session, err error) b
 				return false
 			}
 		}
+		// This client's member id as of now: it may rejoin during the
+		// grace and get a new one, which is still this instance.
+		if m := sess.MemberID(); m != "" {
+			member = m
+		}
 		if !w.groupStillListsUs(ctx, adm, member) {
 			return false
 		}
