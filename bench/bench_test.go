@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/pipeline"
 )
 
@@ -236,15 +237,15 @@ func checkPNG(t *testing.T, path string) image.Image {
 }
 
 // Bad configurations fail before anything is started, each with an error
-// that names the problem and wraps ErrConfig.
+// that names the problem and wraps eos.ErrConfig.
 func TestBadConfigurationsAreClearErrors(t *testing.T) {
-	if _, err := ParseIntervals("10ms,-5ms"); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "-5ms") {
+	if _, err := ParseIntervals("10ms,-5ms"); !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), "-5ms") {
 		t.Errorf("negative interval: %v", err)
 	}
-	if _, err := ParseIntervals("soon"); !errors.Is(err, ErrConfig) {
+	if _, err := ParseIntervals("soon"); !errors.Is(err, eos.ErrConfig) {
 		t.Errorf("unparsable interval: %v", err)
 	}
-	if _, err := ParseSizes("100,big"); !errors.Is(err, ErrConfig) {
+	if _, err := ParseSizes("100,big"); !errors.Is(err, eos.ErrConfig) {
 		t.Errorf("unparsable size: %v", err)
 	}
 	for name, c := range map[string]struct {
@@ -265,8 +266,8 @@ func TestBadConfigurationsAreClearErrors(t *testing.T) {
 		c.mod(&cfg)
 		start := time.Now()
 		_, err := Run(context.Background(), cfg)
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: Run returned %v, want an ErrConfig naming %q", name, err, c.want)
+		if !errors.Is(err, eos.ErrConfig) || !strings.Contains(strings.ToLower(err.Error()), c.want) {
+			t.Errorf("%s: Run returned %v, want an eos.ErrConfig naming %q", name, err, c.want)
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("%s: rejecting the configuration took %s; it must fail before starting anything", name, d)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -31,7 +32,7 @@ func CheckChartPath(path string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: chart %q: the file name must end in .svg or .png", ErrConfig, path)
+	return eos.BadConfig("bench.Config", "chart %q: the file name must end in .svg or .png", path)
 }
 
 // WriteChart draws two panels against the commit interval (log scale), one

@@ -25,20 +25,19 @@ package bench
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ErrConfig is wrapped by every error that is about the configuration.
-var ErrConfig = errors.New("invalid bench configuration")
+// Every error about the configuration is an *eos.ConfigError.
 
 // Mode is one of the two ways a run copies its input.
 type Mode string
@@ -77,15 +76,15 @@ func ParseIntervals(s string) ([]Interval, error) {
 		}
 		d, err := time.ParseDuration(f)
 		if err != nil {
-			return nil, fmt.Errorf("%w: interval %q: want a duration such as 100ms, or auto", ErrConfig, f)
+			return nil, eos.BadConfig("bench.Config", "interval %q: want a duration such as 100ms, or auto", f)
 		}
 		if d <= 0 {
-			return nil, fmt.Errorf("%w: interval %q must be positive", ErrConfig, f)
+			return nil, eos.BadConfig("bench.Config", "interval %q must be positive", f)
 		}
 		out = append(out, Interval{Fixed: d})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: no commit intervals in %q", ErrConfig, s)
+		return nil, eos.BadConfig("bench.Config", "no commit intervals in %q", s)
 	}
 	return out, nil
 }
@@ -99,12 +98,12 @@ func ParseSizes(s string) ([]int, error) {
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil {
-			return nil, fmt.Errorf("%w: size %q is not a number of bytes", ErrConfig, f)
+			return nil, eos.BadConfig("bench.Config", "size %q is not a number of bytes", f)
 		}
 		out = append(out, n)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: no record sizes in %q", ErrConfig, s)
+		return nil, eos.BadConfig("bench.Config", "no record sizes in %q", s)
 	}
 	return out, nil
 }
@@ -238,49 +237,54 @@ func (c *Config) validate() error {
 	seen := map[Interval]bool{}
 	for _, iv := range c.Intervals {
 		if !iv.Auto && iv.Fixed <= 0 {
-			return fmt.Errorf("%w: commit interval %s must be positive", ErrConfig, iv.Fixed)
+			return eos.BadConfig("bench.Config", "commit interval %s must be positive", iv.Fixed)
 		}
 		if seen[iv] {
-			return fmt.Errorf("%w: commit interval %s is listed twice", ErrConfig, iv)
+			return eos.BadConfig("bench.Config", "commit interval %s is listed twice", iv)
 		}
 		seen[iv] = true
 	}
 	for _, s := range c.Sizes {
 		if s <= 0 || s > maxRecordSize {
-			return fmt.Errorf("%w: record size %d must be between 1 and %d bytes", ErrConfig, s, maxRecordSize)
+			return eos.BadConfig("bench.Config", "record size %d must be between 1 and %d bytes", s, maxRecordSize)
 		}
 	}
 	if len(slices.Compact(slices.Sorted(slices.Values(c.Sizes)))) != len(c.Sizes) {
-		return fmt.Errorf("%w: a record size is listed twice in %v", ErrConfig, c.Sizes)
+		return eos.BadConfig("bench.Config", "a record size is listed twice in %v", c.Sizes)
 	}
 	switch {
 	case c.Records < 0:
-		return fmt.Errorf("%w: records per run must be positive, got %d", ErrConfig, c.Records)
+		return eos.BadConfig("bench.Config.Records", "must be positive, got %d", c.Records)
 	case c.Partitions < 0:
-		return fmt.Errorf("%w: partitions must be positive, got %d", ErrConfig, c.Partitions)
+		return eos.BadConfig("bench.Config.Partitions", "must be positive, got %d", c.Partitions)
 	case c.Workers < 0:
-		return fmt.Errorf("%w: workers must be positive, got %d", ErrConfig, c.Workers)
+		return eos.BadConfig("bench.Config.Workers", "must be positive, got %d", c.Workers)
 	case c.Repeat < 0:
-		return fmt.Errorf("%w: repeat must be positive, got %d", ErrConfig, c.Repeat)
+		return eos.BadConfig("bench.Config.Repeat", "must be positive, got %d", c.Repeat)
 	case c.RTT < 0:
-		return fmt.Errorf("%w: rtt must not be negative, got %s", ErrConfig, c.RTT)
+		return eos.BadConfig("bench.Config.RTT", "must not be negative, got %s", c.RTT)
 	case c.RTT > 0 && len(c.Brokers) > 0:
-		return fmt.Errorf("%w: rtt can only be injected into the embedded broker, not into --brokers", ErrConfig)
+		return eos.BadConfig("bench.Config.RTT", "can only be injected into the embedded broker, not into a cluster named by bench.Config.Brokers")
 	case c.LatencyRate < 0:
-		return fmt.Errorf("%w: latency rate must be positive, got %d", ErrConfig, c.LatencyRate)
+		return eos.BadConfig("bench.Config", "latency rate must be positive, got %d", c.LatencyRate)
 	case c.LatencyDuration < 0:
-		return fmt.Errorf("%w: latency duration must not be negative, got %s", ErrConfig, c.LatencyDuration)
+		return eos.BadConfig("bench.Config", "latency duration must not be negative, got %s", c.LatencyDuration)
 	case c.RunTimeout < 0:
-		return fmt.Errorf("%w: run timeout must not be negative, got %s", ErrConfig, c.RunTimeout)
+		return eos.BadConfig("bench.Config", "run timeout must not be negative, got %s", c.RunTimeout)
 	}
 	if _, err := topologies.Lookup(c.Topology); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		return eos.BadConfig("bench.Config.Topology", "%w", err)
 	}
 	// The auto settings are the pipeline's; let it judge them.
 	probe := pipeline.Config{App: "bench", Instance: "0", Inputs: []string{"in"}, Output: "out",
 		AutoInterval: true, OverheadBudget: c.OverheadBudget, MaxCommitInterval: c.MaxCommitInterval}
 	if _, err := pipeline.New(probe, pipeline.TransformFunc(nil)); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		// Name the bench's field, which has the pipeline's name.
+		var ce *eos.ConfigError
+		if errors.As(err, &ce) && strings.HasPrefix(ce.Setting, "pipeline.Config.") {
+			return eos.BadConfig("bench.Config."+strings.TrimPrefix(ce.Setting, "pipeline.Config."), "%s", ce.Reason)
+		}
+		return eos.BadConfig("bench.Config", "%w", err)
 	}
 	if c.OverheadBudget == 0 {
 		c.OverheadBudget = pipeline.DefaultOverheadBudget

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

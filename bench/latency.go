@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -92,10 +93,9 @@ type Broker struct {
 	lock  *dirLock    // nil without a data directory
 }
 
-// ErrConfig is wrapped by Start's errors about the configuration itself (a
-// malformed listen address, a node count out of range), which are bad input
+// Start's errors about the configuration itself (a malformed listen
+// address, a node count out of range) are *eos.ConfigError: bad input
 // rather than a failure to start.
-var ErrConfig = errors.New("broker: invalid configuration")
 
 // Start starts the cluster and returns once every node is listening.
 func Start(cfg Config) (*Broker, error) {
@@ -108,10 +108,10 @@ func Start(cfg Config) (*Broker, error) {
 		nodes = 1
 	}
 	if nodes < 0 || nodes > 16 {
-		return nil, fmt.Errorf("%w: --nodes must be between 1 and 16, got %d", ErrConfig, nodes)
+		return nil, eos.BadConfig("broker.Config.Nodes", "must be between 1 and 16, got %d", nodes)
 	}
 	if cfg.RTT < 0 {
-		return nil, fmt.Errorf("%w: --rtt must not be negative, got %s", ErrConfig, cfg.RTT)
+		return nil, eos.BadConfig("broker.Config.RTT", "must not be negative, got %s", cfg.RTT)
 	}
 
 	ports := make([]int, nodes)
@@ -221,14 +221,14 @@ func splitListen(listen string) (host string, port int, err error) {
 	}
 	h, p, err := net.SplitHostPort(listen)
 	if err != nil {
-		return "", 0, fmt.Errorf("%w: --listen %q is not host:port: %w", ErrConfig, listen, err)
+		return "", 0, eos.BadConfig("broker.Config.Listen", "%q is not host:port: %w", listen, err)
 	}
 	if h == "" {
 		h = "127.0.0.1"
 	}
 	port, err = strconv.Atoi(p)
 	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("%w: --listen %q has an invalid port", ErrConfig, listen)
+		return "", 0, eos.BadConfig("broker.Config.Listen", "%q has an invalid port", listen)
 	}
 	return h, port, nil
 }

@@ -72,7 +72,7 @@ func TransactionalID(app, instance string) (string, error) {
 	}
 	id := app + "-" + instance
 	if len(id) > MaxNameLen {
-		return "", fmt.Errorf("transactional.id %q (from --app and --instance) is %d bytes long, more than %d: %w", id, len(id), MaxNameLen, ErrInvalidName)
+		return "", fmt.Errorf("transactional.id %q (from the app name and the instance id) is %d bytes long, more than %d: %w", id, len(id), MaxNameLen, ErrInvalidName)
 	}
 	return id, nil
 }

@@ -13,7 +13,7 @@ import (
 // TransactionAt returns the producer whose transaction is open on topic's
 // partition starting at startOffset, as `eosctl txn hanging` and `eosctl txn
 // producers` print it. It wraps ErrNotFound if no open transaction starts
-// there, and admin.ErrNoTopic if the partition does not exist.
+// there, and an error wrapping eos.ErrNoTopic if the partition does not exist.
 func TransactionAt(ctx context.Context, adm *kadm.Client, topic string, partition int32, startOffset int64) (Producer, error) {
 	prods, err := Producers(ctx, adm, topic, partition)
 	if err != nil {
@@ -24,8 +24,7 @@ func TransactionAt(ctx context.Context, adm *kadm.Client, topic string, partitio
 			return p, nil
 		}
 	}
-	return Producer{}, fmt.Errorf("no open transaction starts at offset %d of %s[%d] (`eosctl txn producers --topic %s --partition %d` lists the open ones): %w",
-		startOffset, topic, partition, topic, partition, ErrNotFound)
+	return Producer{}, fmt.Errorf("no open transaction starts at offset %d of %s[%d]: %w", startOffset, topic, partition, ErrNotFound)
 }
 
 // WriteAbortMarker writes an abort marker for p's open transaction on p's

@@ -54,7 +54,7 @@ var ErrNoCommits = errors.New("group has no committed offsets")
 
 // Lag measures group's lag against the last stable offset. With no topics
 // it covers every topic the group has committed offsets for; a named topic
-// that does not exist is an error wrapping admin.ErrNoTopic. The group's
+// that does not exist is an error wrapping eos.ErrNoTopic. The group's
 // offsets are fetched after the partition offsets, so Lag is never
 // understated by a commit that lands in between.
 func Lag(ctx context.Context, adm *kadm.Client, group string, topics ...string) (*GroupLag, error) {
@@ -71,7 +71,7 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics ...string) 
 		}
 		slices.Sort(topics)
 		if len(topics) == 0 {
-			return nil, fmt.Errorf("group %q: %w; name the topics to measure with --topics", group, ErrNoCommits)
+			return nil, fmt.Errorf("group %q: %w; name the topics to measure", group, ErrNoCommits)
 		}
 	}
 	offs, err := ReadOffsets(ctx, adm, topics...)

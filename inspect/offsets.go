@@ -26,7 +26,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -88,7 +88,7 @@ func (os Offsets) Topics() []string {
 // ReadOffsets lists the log start offset, the last stable offset and the
 // high watermark of every partition of topics (three ListOffsets rounds:
 // earliest, read_committed latest, read_uncommitted latest). A topic that
-// does not exist is an error wrapping admin.ErrNoTopic; any partition error
+// does not exist is an error wrapping eos.ErrNoTopic; any partition error
 // (no leader, not authorized) fails the whole read, naming the partition,
 // rather than returning numbers that silently leave it out.
 func ReadOffsets(ctx context.Context, adm *kadm.Client, topics ...string) (Offsets, error) {

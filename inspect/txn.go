@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -143,7 +143,7 @@ type Producer struct {
 
 // Producers describes the producers of topic's partitions (all of them if
 // none are named), sorted by partition and producer id. A topic or
-// partition that does not exist is an error wrapping admin.ErrNoTopic.
+// partition that does not exist is an error wrapping eos.ErrNoTopic.
 func Producers(ctx context.Context, adm *kadm.Client, topic string, partitions ...int32) ([]Producer, error) {
 	tds, err := adm.ListTopics(ctx, topic)
 	if err != nil {

@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"github.com/eosctl/eos/internal/testbroker"
 	"io"
 	"net"
 	"net/http"
@@ -12,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/datagen"
 	"github.com/eosctl/eos/inspect"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/twmb/franz-go/pkg/kadm"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/twmb/franz-go/pkg/kgo"

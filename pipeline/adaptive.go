@@ -1,9 +1,10 @@
 package pipeline
 
 import (
-	"fmt"
 	"sync"
 	"time"
+
+	"github.com/eosctl/eos"
 )
 
 // Defaults of the adaptive commit interval (Config.AutoInterval).
@@ -165,10 +166,10 @@ func (w *Worker) CommitInterval() time.Duration { return w.pace.interval() }
 // validateAuto checks and defaults the adaptive-interval settings of cfg.
 func validateAuto(cfg *Config) error {
 	if cfg.OverheadBudget < 0 || cfg.OverheadBudget > 0.5 {
-		return fmt.Errorf("%w: the commit overhead budget must be in (0, 50%%], got %g%%", ErrConfig, cfg.OverheadBudget*100)
+		return eos.BadConfig("pipeline.Config.OverheadBudget", "must be in (0, 50%%], got %g%%", cfg.OverheadBudget*100)
 	}
 	if cfg.MaxCommitInterval < 0 {
-		return fmt.Errorf("%w: the maximum commit interval must not be negative, got %s", ErrConfig, cfg.MaxCommitInterval)
+		return eos.BadConfig("pipeline.Config.MaxCommitInterval", "must not be negative, got %s", cfg.MaxCommitInterval)
 	}
 	if !cfg.AutoInterval {
 		return nil
@@ -184,7 +185,7 @@ func validateAuto(cfg *Config) error {
 		txnTimeout = 60 * time.Second
 	}
 	if cfg.MaxCommitInterval > txnTimeout/2 {
-		return fmt.Errorf("%w: the maximum commit interval %s must be at most half the transaction timeout %s, or the coordinator may abort transactions the worker still means to commit", ErrConfig, cfg.MaxCommitInterval, txnTimeout)
+		return eos.BadConfig("pipeline.Config.MaxCommitInterval", "%s must be at most half the transaction timeout (pipeline.Config.TransactionTimeout) %s, or the coordinator may abort transactions the worker still means to commit", cfg.MaxCommitInterval, txnTimeout)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/eosctl/eos"
 )
 
 func TestAdaptiveIntervalIsTheShortestWithinBudget(t *testing.T) {
@@ -65,8 +67,8 @@ func TestAutoIntervalConfigErrors(t *testing.T) {
 	} {
 		cfg := base
 		mod(&cfg)
-		if _, err := New(cfg, TransformFunc(nil)); !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: New returned %v, want an ErrConfig", name, err)
+		if _, err := New(cfg, TransformFunc(nil)); !errors.As(err, new(*eos.ConfigError)) {
+			t.Errorf("%s: New returned %v, want an *eos.ConfigError", name, err)
 		}
 	}
 }

@@ -1,11 +1,11 @@
 package pipeline
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
 )
 
@@ -57,7 +57,7 @@ type layout struct {
 }
 
 // resolveLayout merges cfg and the Transform's Declaration and validates
-// every name. Errors wrap ErrConfig.
+// every name. Errors are *eos.ConfigError.
 func resolveLayout(cfg *Config, t Transform) (layout, error) {
 	var d Declaration
 	if dt, ok := t.(Declarer); ok {
@@ -69,14 +69,14 @@ func resolveLayout(cfg *Config, t Transform) (layout, error) {
 	}
 	for name, topic := range d.Outputs {
 		if prev, ok := l.outputs[name]; ok && prev != topic {
-			return l, fmt.Errorf("%w: output %q is mapped to topic %q by the configuration and to %q by the topology", ErrConfig, name, prev, topic)
+			return l, eos.BadConfig("pipeline.Config.Outputs", "output %q is mapped to topic %q by the configuration and to %q by the topology", name, prev, topic)
 		}
 		l.outputs[name] = topic
 	}
 	if d.Repartition != "" {
 		l.repartition = cfg.App + "-" + d.Repartition + "-repartition"
 		if _, ok := l.outputs[d.Repartition]; ok {
-			return l, fmt.Errorf("%w: output name %q is taken by the repartition topic", ErrConfig, d.Repartition)
+			return l, eos.BadConfig("pipeline.Config.Outputs", "output name %q is taken by the repartition topic", d.Repartition)
 		}
 		l.outputs[d.Repartition] = l.repartition
 		l.consume = append(l.consume, l.repartition)
@@ -91,18 +91,18 @@ func resolveLayout(cfg *Config, t Transform) (layout, error) {
 			// Partition i of two topics may go to two different
 			// instances: state keyed by partition number would then
 			// have two writers.
-			return l, fmt.Errorf("%w: a topology with state stores reads exactly one input topic (its state partition i is input partition i), got %d", ErrConfig, len(cfg.Inputs))
+			return l, eos.BadConfig("pipeline.Config.Inputs", "a topology with state stores reads exactly one input topic (its state partition i is input partition i), got %d", len(cfg.Inputs))
 		}
 	}
 	seenStore := map[string]bool{}
 	for _, s := range d.Stores {
 		if seenStore[s] {
-			return l, fmt.Errorf("%w: store %q is declared twice", ErrConfig, s)
+			return l, eos.BadConfig("", "the Transform declares store %q twice", s)
 		}
 		seenStore[s] = true
 		cl := cfg.App + "-" + s + "-changelog"
 		if err := fencing.ValidateName("changelog topic", cl); err != nil {
-			return l, fmt.Errorf("%w: store %q: %w", ErrConfig, s, err)
+			return l, eos.BadConfig("pipeline.Config.App", "store %q: %w", s, err)
 		}
 		l.stores = append(l.stores, s)
 		l.changelogs = append(l.changelogs, cl)
@@ -117,23 +117,23 @@ func (l layout) validate(cfg *Config) error {
 	roles := map[string]string{}
 	claim := func(topic, role string) error {
 		if err := fencing.ValidateName("topic", topic); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrConfig, role, err)
+			return eos.BadConfig(settingOf(role), "%s: %w", role, err)
 		}
 		if prev, ok := roles[topic]; ok {
-			return fmt.Errorf("%w: topic %q is named twice: as %s and as %s", ErrConfig, topic, prev, role)
+			return eos.BadConfig(settingOf(role), "topic %q is named twice: as %s and as %s", topic, prev, role)
 		}
 		roles[topic] = role
 		return nil
 	}
 	for _, in := range cfg.Inputs {
-		if err := claim(in, "--input"); err != nil {
+		if err := claim(in, "pipeline.Config.Inputs"); err != nil {
 			return err
 		}
 	}
-	if err := claim(cfg.Output, "--output"); err != nil {
+	if err := claim(cfg.Output, "pipeline.Config.Output"); err != nil {
 		return err
 	}
-	if err := claim(cfg.DLQ, "--dlq"); err != nil {
+	if err := claim(cfg.DLQ, "pipeline.Config.DLQ"); err != nil {
 		return err
 	}
 	for _, name := range slices.Sorted(maps.Keys(l.outputs)) {
@@ -143,7 +143,7 @@ func (l layout) validate(cfg *Config) error {
 		}
 		// Several names for one output topic are fine (an alias of the
 		// default output, say); any other double role is not.
-		if prev, ok := roles[topic]; ok && role != "repartition topic" && (prev == "--output" || strings.HasPrefix(prev, "output ")) {
+		if prev, ok := roles[topic]; ok && role != "repartition topic" && (prev == "pipeline.Config.Output" || strings.HasPrefix(prev, "output ")) {
 			continue
 		}
 		if err := claim(topic, role); err != nil {
@@ -156,4 +156,17 @@ func (l layout) validate(cfg *Config) error {
 		}
 	}
 	return nil
+}
+
+// settingOf names the Config field behind a topic role of validate: the
+// field itself, Outputs for a named output, and App for the topics whose
+// names derive from it (repartition, changelog).
+func settingOf(role string) string {
+	switch {
+	case strings.HasPrefix(role, "pipeline.Config."):
+		return role
+	case strings.HasPrefix(role, "output "):
+		return "pipeline.Config.Outputs"
+	}
+	return "pipeline.Config.App"
 }

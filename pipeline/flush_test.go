@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/committed"
+	"github.com/eosctl/eos/internal/committed"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -54,7 +54,8 @@ func TestHeldOutputCommitsExactlyOnceWithItsRecords(t *testing.T) {
 	}
 	produced := e.produce("st-in", 3, keys, values)
 	s := &summer{}
-	w := e.worker(s, func(cfg *Config) { cfg.AbortFraction = 0.3 })
+	w := e.worker(s, nil)
+	w.abortFraction = 0.3
 	go func() {
 		for range 3 {
 			time.Sleep(100 * time.Millisecond)

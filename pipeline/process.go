@@ -8,7 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/txn"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -171,8 +172,8 @@ func (w *Worker) prepareTopics(ctx context.Context, cl *kgo.Client, inParts, out
 			return err
 		}
 		if n != stateParts {
-			return fmt.Errorf("%w: changelog %s has %d partitions but the state topic %s has %d: partition i of the changelog holds the state of partition i, so they must match (delete the changelog to rebuild the state from scratch)",
-				ErrConfig, c, n, w.state.topic, stateParts)
+			return eos.BadConfig("pipeline.Config.App", "changelog %s has %d partitions but the state topic %s has %d: partition i of the changelog holds the state of partition i, so they must match (delete the changelog to rebuild the state from scratch)",
+				c, n, w.state.topic, stateParts)
 		}
 	}
 	return nil

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/committed"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/committed"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -233,7 +234,8 @@ func TestKeyedStateIsExactlyOnceThroughCrashesAbortsAndLostCommits(t *testing.T)
 
 	// 2: restart; aborts on purpose, and three EndTxn responses lost.
 	c.failAt.Store(0)
-	b := e.worker(c, func(cfg *Config) { cfg.AbortFraction = 0.2 })
+	b := e.worker(c, nil)
+	b.abortFraction = 0.2
 	lb := &lastCommitted{w: b}
 	b.cfg.OnEvent = lb.hook
 	restoredB := restoredState(b)
@@ -367,8 +369,8 @@ func TestDeclarationErrors(t *testing.T) {
 		if tc.mod != nil {
 			tc.mod(&cfg)
 		}
-		if _, err := New(cfg, declared{tc.d}); !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: got %v, want an ErrConfig", name, err)
+		if _, err := New(cfg, declared{tc.d}); !errors.As(err, new(*eos.ConfigError)) {
+			t.Errorf("%s: got %v, want an *eos.ConfigError", name, err)
 		}
 	}
 	w, err := New(base, declared{Declaration{Stores: []string{"s"}, Repartition: "by-user", Outputs: map[string]string{"alerts": "al", "copy": "out"}}})

@@ -9,16 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/testhook"
 	"github.com/eosctl/eos/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// ErrConfig is wrapped by every error New returns for a bad Config.
-var ErrConfig = errors.New("invalid worker configuration")
 
 // Config configures one worker: one instance of an app.
 type Config struct {
@@ -74,7 +73,7 @@ type Config struct {
 	StartTimeout time.Duration
 	// InputWait is how long Run waits, at start, for a missing input topic
 	// to be created (by a producer started at the same time, say) before it
-	// fails with admin.ErrNoTopic; 0 fails at once. It logs that it waits.
+	// fails with an error wrapping eos.ErrNoTopic; 0 fails at once. It logs that it waits.
 	InputWait time.Duration
 	// RequestTimeout bounds a request the client waits on without a
 	// timeout of its own (EndTxn, TxnOffsetCommit...); 0 means franz-go's
@@ -91,11 +90,6 @@ type Config struct {
 	// ClientOpts carry the seed brokers and any TLS or SASL settings.
 	ClientOpts []kgo.Opt
 
-	// AbortFraction aborts that fraction of transactions on purpose instead
-	// of committing them. It exists to test that aborted work is never
-	// visible and never skipped; leave it 0 in production.
-	AbortFraction float64
-
 	Logger *slog.Logger
 	// OnEvent, if set, receives every lifecycle event. It is called
 	// synchronously, from the worker's goroutine or (for assignment events)
@@ -111,7 +105,10 @@ type Worker struct {
 	log   *slog.Logger
 	stats Stats
 	col   collector
-	rec   Record
+	// abort is the fraction of transactions aborted on purpose, from
+	// internal/testhook: tests only.
+	abortFraction float64
+	rec           Record
 
 	lay   layout
 	state *stateSet // nil: the Transform keeps no state
@@ -146,40 +143,37 @@ type Stats struct {
 }
 
 // New validates cfg and returns a worker that will run t. It does not
-// connect to anything: every error it returns is about the configuration
-// and wraps ErrConfig.
+// connect to anything: every error it returns is about the configuration,
+// an *eos.ConfigError.
 func New(cfg Config, t Transform) (*Worker, error) {
 	id, err := fencing.TransactionalID(cfg.App, cfg.Instance)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, eos.BadConfig("pipeline.Config.App", "%w", err)
 	}
 	if len(cfg.Inputs) == 0 {
-		return nil, fmt.Errorf("%w: at least one --input topic is required", ErrConfig)
+		return nil, eos.BadConfig("pipeline.Config.Inputs", "at least one input topic is required")
 	}
 	if cfg.Output == "" {
-		return nil, fmt.Errorf("%w: --output is required", ErrConfig)
+		return nil, eos.BadConfig("pipeline.Config.Output", "required")
 	}
 	seen := map[string]string{}
 	for _, tp := range append(append([]string(nil), cfg.Inputs...), cfg.Output) {
 		if err := fencing.ValidateName("topic", tp); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+			return nil, eos.BadConfig("pipeline.Config.Inputs", "%w", err)
 		}
 		if _, dup := seen[tp]; dup {
-			return nil, fmt.Errorf("%w: topic %q is named twice across --input and --output", ErrConfig, tp)
+			return nil, eos.BadConfig("pipeline.Config.Inputs", "topic %q is named twice across pipeline.Config.Inputs and pipeline.Config.Output", tp)
 		}
 		seen[tp] = tp
 	}
 	if cfg.CommitInterval < 0 || cfg.MaxTxnRecords < 0 || cfg.SessionTimeout < 0 || cfg.TransactionTimeout < 0 || cfg.InputWait < 0 {
-		return nil, fmt.Errorf("%w: durations and --max-txn-records must not be negative", ErrConfig)
+		return nil, eos.BadConfig("", "durations and pipeline.Config.MaxTxnRecords must not be negative")
 	}
 	if err := validateAuto(&cfg); err != nil {
 		return nil, err
 	}
-	if cfg.AbortFraction < 0 || cfg.AbortFraction >= 1 {
-		return nil, fmt.Errorf("%w: abort fraction must be in [0, 1)", ErrConfig)
-	}
 	if t == nil {
-		return nil, fmt.Errorf("%w: no transform", ErrConfig)
+		return nil, eos.BadConfig("", "no Transform")
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -196,7 +190,7 @@ func New(cfg Config, t Transform) (*Worker, error) {
 		cfg.GroupProtocol = "classic"
 	case "classic", "consumer":
 	default:
-		return nil, fmt.Errorf("%w: --group-protocol %q: want classic or consumer (KIP-848)", ErrConfig, cfg.GroupProtocol)
+		return nil, eos.BadConfig("pipeline.Config.GroupProtocol", "%q: want classic or consumer (KIP-848)", cfg.GroupProtocol)
 	}
 	def(&cfg.GiveUpAfter, 5*time.Minute)
 	log := cfg.Logger
@@ -358,6 +352,12 @@ func (w *Worker) awaitInputs(ctx context.Context, cl *kgo.Client) error {
 // through: a *fencing.FencedError when another incarnation took over its
 // transactional.id, an authorization error, or a failed Transform.
 func (w *Worker) Run(ctx context.Context) error {
+	if f := testhook.AbortFraction(ctx); f != 0 {
+		if f < 0 || f >= 1 {
+			return fmt.Errorf("test hook: abort fraction %g is outside [0, 1)", f)
+		}
+		w.abortFraction = f
+	}
 	if err := w.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it started: nothing to end
@@ -539,10 +539,11 @@ func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches,
 	return err
 }
 
-// end commits (or, under AbortFraction, aborts) the open transaction.
+// end commits (or, under a test's abort fraction, aborts) the open
+// transaction.
 func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error {
 	w.pace.committing()
-	commit := w.cfg.AbortFraction == 0 || rand.Float64() >= w.cfg.AbortFraction
+	commit := w.abortFraction == 0 || rand.Float64() >= w.abortFraction
 	// The context is not the worker's: canceling an EndTxn in flight would
 	// leave its outcome unknown, and shutdown wants this commit to land.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout)

@@ -25,7 +25,6 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -34,14 +33,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/sink"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ErrConfig is wrapped by errors about the configuration itself.
-var ErrConfig = errors.New("invalid reconcile configuration")
+// Errors about the configuration itself are *eos.ConfigError.
 
 // Config configures a run.
 type Config struct {
@@ -123,10 +122,10 @@ type expected struct {
 // Run reconciles once.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Topic == "" || cfg.Mapping == nil || cfg.DSN == "" {
-		return nil, fmt.Errorf("%w: DSN, Topic and Mapping are required", ErrConfig)
+		return nil, eos.BadConfig("reconcile.Config", "DSN, Topic and Mapping are required")
 	}
 	if cfg.Mapping.Mode == sink.ModeTransition {
-		return nil, fmt.Errorf("%w: Mapping: mode transition tables are reconciled by status, which this does not do", ErrConfig)
+		return nil, eos.BadConfig("reconcile.Config", "Mapping: mode transition tables are reconciled by status, which this does not do")
 	}
 	if cfg.Name == "" {
 		cfg.Name = cfg.Mapping.Table + "/" + cfg.Topic
@@ -156,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	cl, err := kgo.NewClient(cfg.ClientOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: kafka client: %w", ErrConfig, err)
+		return nil, eos.BadConfig("reconcile.Config", "kafka client: %w", err)
 	}
 	snap, err := verify.Snapshot(ctx, kadm.NewClient(cl), cfg.Topic)
 	cl.Close()

@@ -2,21 +2,21 @@ package sink
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"regexp"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Errors a caller tells apart (with errors.Is) to choose an exit code.
 var (
-	// ErrConfig is wrapped by every error about the configuration itself:
-	// a malformed DSN or mapping, a table or column the database does not
-	// have. Nothing has been written when it is returned.
-	ErrConfig = errors.New("invalid sink configuration")
+	// (Every error about the configuration itself, a malformed DSN or
+	// mapping, a table or column the database does not have, is an
+	// *eos.ConfigError, matched by eos.ErrConfig. Nothing has been written
+	// when one is returned.)
 	// ErrAuth is wrapped when the database refuses the credentials or
 	// the privileges (wrong password, no grant on the table).
 	ErrAuth = errors.New("database refused authentication or authorization")
@@ -99,28 +99,28 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 func (c *Config) setDefaults() error {
 	if c.DSN == "" {
-		return fmt.Errorf("%w: DSN is required", ErrConfig)
+		return eos.BadConfig("sink.Config", "DSN is required")
 	}
 	if c.Group == "" {
-		return fmt.Errorf("%w: Group is required", ErrConfig)
+		return eos.BadConfig("sink.Config", "Group is required")
 	}
 	if len(c.Topics) == 0 {
-		return fmt.Errorf("%w: Topics is required", ErrConfig)
+		return eos.BadConfig("sink.Config", "Topics is required")
 	}
 	if c.Mapping == nil {
-		return fmt.Errorf("%w: Mapping is required", ErrConfig)
+		return eos.BadConfig("sink.Config", "Mapping is required")
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 500
 	}
 	if c.BatchSize < 0 {
-		return fmt.Errorf("%w: BatchSize must be positive, got %d", ErrConfig, c.BatchSize)
+		return eos.BadConfig("sink.Config", "BatchSize must be positive, got %d", c.BatchSize)
 	}
 	if c.OffsetsTable == "" {
 		c.OffsetsTable = "eos_sink_offsets"
 	}
 	if !identRE.MatchString(c.OffsetsTable) {
-		return fmt.Errorf("%w: OffsetsTable %q is not a plain SQL identifier", ErrConfig, c.OffsetsTable)
+		return eos.BadConfig("sink.Config", "OffsetsTable %q is not a plain SQL identifier", c.OffsetsTable)
 	}
 	if c.DLQ == "" {
 		c.DLQ = c.Group + "-dlq"

@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/internal/dbtest"
 	"github.com/eosctl/eos/sink"
 )
 
 // TestBadInputStopsBeforeWritingAnything: a malformed DSN, a wrong
 // password, a missing table and a missing column each stop New with a
-// one-line error of the right class (ErrConfig or ErrAuth), and leave the
+// one-line error of the right class (eos.ErrConfig or ErrAuth), and leave the
 // database as it was: not even the offsets table is created.
 func TestBadInputStopsBeforeWritingAnything(t *testing.T) {
 	for _, kind := range dbtest.Kinds {
@@ -25,11 +26,11 @@ func TestBadInputStopsBeforeWritingAnything(t *testing.T) {
 				want    error
 				says    string
 			}{
-				{"bad DSN scheme", "oracle://x", good, sink.ErrConfig, "DSN scheme"},
-				{"bad DSN", strings.Replace(dsn, "127.0.0.1:", "127.0.0.1:port", 1), good, sink.ErrConfig, "DSN"},
+				{"bad DSN scheme", "oracle://x", good, eos.ErrConfig, "DSN scheme"},
+				{"bad DSN", strings.Replace(dsn, "127.0.0.1:", "127.0.0.1:port", 1), good, eos.ErrConfig, "DSN"},
 				{"wrong password", dbtest.WithPassword(dsn, "wrong"), good, sink.ErrAuth, ""},
-				{"missing table", dsn, mapping(t, eventsMapping, "no_such_table"), sink.ErrConfig, "no_such_table"},
-				{"missing column", dsn, mapping(t, eventsMapping+"  nope: amount\n", "events"), sink.ErrConfig, "nope"},
+				{"missing table", dsn, mapping(t, eventsMapping, "no_such_table"), eos.ErrConfig, "no_such_table"},
+				{"missing column", dsn, mapping(t, eventsMapping+"  nope: amount\n", "events"), eos.ErrConfig, "nope"},
 			}
 			for _, c := range cases {
 				_, err := sink.New(t.Context(), sink.Config{DSN: c.dsn, Group: "g", Topics: []string{"in"}, Mapping: c.mapping, ClientOpts: k.opts(), Retry: sink.Retry{Attempts: 2}})
@@ -59,7 +60,7 @@ func TestBadInputStopsBeforeWritingAnything(t *testing.T) {
 	}
 }
 
-// TestMappingErrorsNameTheField: mapping mistakes are ErrConfig errors
+// TestMappingErrorsNameTheField: mapping mistakes are eos.ErrConfig errors
 // naming the field of the mapping file.
 func TestMappingErrorsNameTheField(t *testing.T) {
 	for _, c := range []struct{ yaml, says string }{
@@ -72,8 +73,8 @@ func TestMappingErrorsNameTheField(t *testing.T) {
 		{"table: t\nkey_column: k\ncolums:\n  a: b\n", "colums"},
 	} {
 		_, err := sink.ParseMapping("m.yaml", []byte(c.yaml))
-		if !errors.Is(err, sink.ErrConfig) || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "m.yaml") {
-			t.Errorf("%q: error %v, want ErrConfig naming m.yaml and %q", c.yaml, err, c.says)
+		if !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "m.yaml") {
+			t.Errorf("%q: error %v, want eos.ErrConfig naming m.yaml and %q", c.yaml, err, c.says)
 		}
 	}
 }

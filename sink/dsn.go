@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -29,20 +30,20 @@ func (db *DB) Dialect() string { return db.d.name }
 //	mysql://user:pass@host:port/db?param=value         (MySQL, MariaDB)
 //	sqlite:PATH                                        (demos and quick tries)
 //
-// A malformed DSN wraps ErrConfig. The password is never part of an error.
+// A malformed DSN is an *eos.ConfigError. The password is never part of an error.
 func Open(dsn string) (*DB, error) {
 	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
 		return openSQLite(strings.TrimPrefix(path, "//"))
 	}
 	scheme, _, ok := strings.Cut(dsn, "://")
 	if !ok {
-		return nil, fmt.Errorf("%w: DSN must start with postgres://, mysql:// or sqlite:", ErrConfig)
+		return nil, eos.BadConfig("sink.Config", "DSN must start with postgres://, mysql:// or sqlite:")
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
 		cfg, err := pgx.ParseConfig(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("%w: DSN: %s", ErrConfig, redact(err.Error(), dsn))
+			return nil, eos.BadConfig("sink.Config", "DSN: %s", redact(err.Error(), dsn))
 		}
 		return &DB{DB: stdlib.OpenDB(*cfg), d: postgres}, nil
 	case "mysql":
@@ -52,25 +53,25 @@ func Open(dsn string) (*DB, error) {
 		}
 		c, err := mysql.NewConnector(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("%w: DSN: %w", ErrConfig, err)
+			return nil, eos.BadConfig("sink.Config", "DSN: %w", err)
 		}
 		return &DB{DB: sql.OpenDB(c), d: mysqlDB}, nil
 	}
-	return nil, fmt.Errorf("%w: DSN scheme %q: want postgres, mysql or sqlite", ErrConfig, scheme)
+	return nil, eos.BadConfig("sink.Config", "DSN scheme %q: want postgres, mysql or sqlite", scheme)
 }
 
 // mysqlConfig turns a mysql:// URL into the driver's configuration.
 func mysqlConfig(dsn string) (*mysql.Config, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: DSN: %s", ErrConfig, redact(err.Error(), dsn))
+		return nil, eos.BadConfig("sink.Config", "DSN: %s", redact(err.Error(), dsn))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("%w: DSN: mysql:// needs a host, e.g. mysql://user:pass@127.0.0.1:3306/db", ErrConfig)
+		return nil, eos.BadConfig("sink.Config", "DSN: mysql:// needs a host, e.g. mysql://user:pass@127.0.0.1:3306/db")
 	}
 	db := strings.TrimPrefix(u.Path, "/")
 	if db == "" {
-		return nil, fmt.Errorf("%w: DSN: mysql:// needs a database name after the host", ErrConfig)
+		return nil, eos.BadConfig("sink.Config", "DSN: mysql:// needs a database name after the host")
 	}
 	cfg := mysql.NewConfig()
 	cfg.Net, cfg.Addr, cfg.DBName = "tcp", u.Host, db
@@ -97,7 +98,7 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 		}
 		parsed, err := mysql.ParseDSN(fmt.Sprintf("%s@tcp(%s)/%s?%s", "u", cfg.Addr, db, q.Encode()))
 		if err != nil {
-			return nil, fmt.Errorf("%w: DSN: %w", ErrConfig, err)
+			return nil, eos.BadConfig("sink.Config", "DSN: %w", err)
 		}
 		parsed.User, parsed.Passwd = cfg.User, cfg.Passwd
 		if _, set := params["interpolateParams"]; !set {
@@ -119,7 +120,7 @@ func redact(msg, dsn string) string {
 }
 
 // Ping connects, retrying retriable failures with the policy r. A refused
-// password wraps ErrAuth, an unknown database ErrConfig.
+// password wraps ErrAuth, an unknown database an *eos.ConfigError.
 func (db *DB) Ping(ctx context.Context, r Retry) error {
 	return retry(ctx, r, nil, func(ctx context.Context) error {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -151,7 +152,7 @@ func classified(c errClass, err error) error {
 	case auth:
 		return fmt.Errorf("%w: %w", ErrAuth, err)
 	case schema:
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		return eos.BadConfig("sink.Config", "%w", err)
 	}
 	return err
 }

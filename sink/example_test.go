@@ -46,7 +46,7 @@ func ExampleNew() {
 		ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")},
 	})
 	if err != nil {
-		log.Fatal(err) // errors.Is(err, sink.ErrConfig) or sink.ErrAuth: fix the input
+		log.Fatal(err) // errors.Is(err, eos.ErrConfig) or sink.ErrAuth: fix the input
 	}
 	defer s.Close()
 	if err := s.Run(ctx); err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/dbtest"
 	"github.com/eosctl/eos/sink"
 	"github.com/twmb/franz-go/pkg/kadm"

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -101,14 +102,14 @@ var metaVars = []string{"_key", "_topic", "_partition", "_offset", "_timestamp"}
 func CompileExpr(what, src string) (*Expr, error) {
 	prog, err := expr.Compile(src, expr.Env(map[string]any{}), expr.AllowUndefinedVariables())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: expression %q does not compile: %s", ErrConfig, what, src, firstLine(err.Error()))
+		return nil, eos.BadConfig("sink.Config", "%s: expression %q does not compile: %s", what, src, firstLine(err.Error()))
 	}
 	e := &Expr{Src: src, prog: prog}
 	c := &identCollector{}
 	root := prog.Node()
 	ast.Walk(&root, c)
 	if len(c.callees) > 0 {
-		return nil, fmt.Errorf("%w: %s: expression %q calls unknown function %s()", ErrConfig, what, src, c.callees[0])
+		return nil, eos.BadConfig("sink.Config", "%s: expression %q calls unknown function %s()", what, src, c.callees[0])
 	}
 	for _, id := range c.idents {
 		if id == "$env" {
@@ -159,7 +160,7 @@ type mappingFile struct {
 func LoadMapping(path string) (*Mapping, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: mapping: %w", ErrConfig, err)
+		return nil, eos.BadConfig("sink.Config", "mapping: %w", err)
 	}
 	return ParseMapping(path, data)
 }
@@ -171,12 +172,12 @@ func ParseMapping(file string, data []byte) (*Mapping, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: %s: the mapping is empty (it needs table, key_column and columns)", ErrConfig, file)
+			return nil, eos.BadConfig("sink.Config", "%s: the mapping is empty (it needs table, key_column and columns)", file)
 		}
-		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, file, strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "unmarshal errors:\n", "")), " "))
+		return nil, eos.BadConfig("sink.Config", "%s: %s", file, strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "unmarshal errors:\n", "")), " "))
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrConfig, file, fmt.Sprintf(format, args...))
+		return eos.BadConfig("sink.Config", "%s: %s", file, fmt.Sprintf(format, args...))
 	}
 	m := &Mapping{Table: f.Table, KeyColumn: f.KeyColumn, Mode: Mode(f.Mode)}
 	if m.Mode == "" {
@@ -217,7 +218,7 @@ func ParseMapping(file string, data []byte) (*Mapping, error) {
 		}
 	}
 	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrConfig, file, err)
+		return nil, eos.BadConfig("sink.Config", "%s: %w", file, err)
 	}
 	return m, nil
 }

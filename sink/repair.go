@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/eosctl/eos"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -15,7 +16,7 @@ import (
 // the rows written; a record that does not map is an error.
 func WriteRecords(ctx context.Context, db *DB, m *Mapping, recs []*kgo.Record) (int, error) {
 	if m.Mode == ModeTransition {
-		return 0, fmt.Errorf("%w: Mapping: mode transition rows cannot be re-sent, only inserted or upserted ones", ErrConfig)
+		return 0, eos.BadConfig("sink.Config", "Mapping: mode transition rows cannot be re-sent, only inserted or upserted ones")
 	}
 	s := &Sink{cfg: Config{Mapping: m}, db: db}
 	s.cols = append([]string{m.KeyColumn}, columnNames(m)...)

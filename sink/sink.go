@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -41,7 +42,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	if err := cfg.Mapping.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: Mapping: %w", ErrConfig, err)
+		return nil, eos.BadConfig("sink.Config", "Mapping: %w", err)
 	}
 	db, err := Open(cfg.DSN)
 	if err != nil {
@@ -71,7 +72,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	if s.cl, err = kgo.NewClient(opts...); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%w: kafka client: %w", ErrConfig, err)
+		return nil, eos.BadConfig("sink.Config", "kafka client: %w", err)
 	}
 	if err := s.ensureDLQ(ctx); err != nil {
 		s.Close()
@@ -258,7 +259,7 @@ func (s *Sink) run(ctx context.Context) error {
 				return
 			}
 			if errors.Is(err, kerr.InvalidSessionTimeout) {
-				ferr = fmt.Errorf("%w: SessionTimeout %s: %w", ErrConfig, s.cfg.SessionTimeout, err)
+				ferr = eos.BadConfig("sink.Config", "SessionTimeout %s: %w", s.cfg.SessionTimeout, err)
 				return
 			}
 			var ke *kerr.Error

@@ -3,9 +3,9 @@ package sink
 import (
 	"database/sql"
 	"errors"
-	"fmt"
 	"strings"
 
+	"github.com/eosctl/eos"
 	"modernc.org/sqlite"
 )
 
@@ -17,12 +17,12 @@ import (
 // 10 s busy timeout.
 func openSQLite(path string) (*DB, error) {
 	if path == "" {
-		return nil, fmt.Errorf("%w: DSN: sqlite: needs a file path, e.g. sqlite:/tmp/demo.db", ErrConfig)
+		return nil, eos.BadConfig("sink.Config", "DSN: sqlite: needs a file path, e.g. sqlite:/tmp/demo.db")
 	}
 	dsn := "file:" + path + "?_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: DSN: %w", ErrConfig, err)
+		return nil, eos.BadConfig("sink.Config", "DSN: %w", err)
 	}
 	return &DB{DB: db, d: sqliteDB}, nil
 }

@@ -197,7 +197,7 @@ func runAggregate(t *testing.T, e *tenv, app string, evs []event, parts int32, k
 		topics = []string{app + "-windows-repartition"}
 	}
 	e.topic(app+"-in", parts)
-	w := e.run(app, "aggregate", tr, app+"-in", app+"-out", topics, func(c *pipeline.Config) { c.AbortFraction = 0.2 },
+	w := e.run(app, "aggregate", tr, app+"-in", app+"-out", topics, aborting(e, 0.2),
 		func() { e.produce(app+"-in", parts, rs) })
 	return rs, w
 }

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/committed"
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/committed"
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

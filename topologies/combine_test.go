@@ -204,7 +204,7 @@ func TestAggregateOverTransactionalInputCountsOnlyCommittedRecords(t *testing.T)
 	last := (len(rs) - 1) / 200
 	var kept []int
 	e.topic("txa-in", 1)
-	e.run("txa", "aggregate", tr, "txa-in", "txa-out", []string{"txa-windows-repartition"}, func(c *pipeline.Config) { c.AbortFraction = 0.2 }, func() {
+	e.run("txa", "aggregate", tr, "txa-in", "txa-out", []string{"txa-windows-repartition"}, aborting(e, 0.2), func() {
 		// The last batch (the heartbeats) commits.
 		kept = e.produceTransactions("txa-in", 1, rs, 200, func(b int) bool { return b%3 == 1 && b != last })
 	})

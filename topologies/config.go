@@ -1,20 +1,15 @@
 package topologies
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos"
 	"go.yaml.in/yaml/v3"
 )
-
-// ErrConfig is wrapped by every configuration error: a missing or unreadable
-// file, YAML that does not parse, an unknown key, a bad value, an expression
-// that does not compile.
-var ErrConfig = errors.New("invalid topology configuration")
 
 // ConfigError is a problem at a place in a configuration file. Its message
 // is "FILE:LINE: KEY: REASON", the form editors and CI logs link to.
@@ -32,7 +27,12 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Key, e.Reason)
 }
 
-func (e *ConfigError) Unwrap() error { return ErrConfig }
+// Unwrap makes every configuration error, positioned or not (a missing or
+// unreadable file, YAML that does not parse, an unknown key, a bad value,
+// an expression that does not compile), an *eos.ConfigError.
+func (e *ConfigError) Unwrap() error {
+	return &eos.ConfigError{Setting: "topologies.Options.Config", Reason: e.Error()}
+}
 
 // doc is a parsed configuration file: a YAML mapping, with positions.
 type doc struct {
@@ -44,11 +44,11 @@ type doc struct {
 // readDoc reads and parses path. The top level must be a mapping.
 func readDoc(path string) (*doc, error) {
 	if path == "" {
-		return nil, fmt.Errorf("%w: --config FILE is required", ErrConfig)
+		return nil, eos.BadConfig("topologies.Options.Config", "a configuration file is required")
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading config: %w", ErrConfig, err)
+		return nil, eos.BadConfig("topologies.Options.Config", "reading it: %w", err)
 	}
 	return parseDoc(path, b)
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eosctl/eos"
 )
 
 func writeConfig(t *testing.T, name, body string) string {
@@ -18,7 +20,7 @@ func writeConfig(t *testing.T, name, body string) string {
 }
 
 // Every configuration mistake fails at start with FILE:LINE: KEY: REASON,
-// wraps ErrConfig, and names what would have been right.
+// wraps eos.ErrConfig, and names what would have been right.
 func TestBadConfigsGiveFileLineAndReason(t *testing.T) {
 	for _, tc := range []struct {
 		name, topology, body string
@@ -61,22 +63,22 @@ func TestBadConfigsGiveFileLineAndReason(t *testing.T) {
 			if err == nil {
 				t.Fatalf("config %q was accepted", tc.body)
 			}
-			if !errors.Is(err, ErrConfig) {
-				t.Fatalf("error %v does not wrap ErrConfig", err)
+			if !errors.Is(err, eos.ErrConfig) {
+				t.Fatalf("error %v does not wrap eos.ErrConfig", err)
 			}
 			if msg := err.Error(); !strings.HasPrefix(msg, p+":") || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
 				t.Fatalf("got  %q\nwant %q", msg, p+":"+tc.want)
 			}
 		})
 	}
-	if _, err := NewETL(""); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--config FILE is required") {
+	if _, err := NewETL(""); !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), "a configuration file is required") {
 		t.Fatalf("etl without --config: %v", err)
 	}
-	if _, err := NewETL(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "no such file") {
+	if _, err := NewETL(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("missing file: %v", err)
 	}
 	wc, _ := Lookup("wordcount")
-	if _, err := wc.New(Options{Config: "x.yaml"}); !errors.Is(err, ErrConfig) {
+	if _, err := wc.New(Options{Config: "x.yaml"}); !errors.Is(err, eos.ErrConfig) {
 		t.Fatalf("wordcount with a config: %v", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -59,7 +59,7 @@ func TestETLMatchesReferenceAndDeadLettersPoison(t *testing.T) {
 	// P(no abort) = 0.8^40 < 1e-3: on Apache Kafka a worker otherwise
 	// consumed the 20,000 records in a handful of transactions, and a run
 	// aborted none.
-	w := e.run("etl", "etl", tr, "etl-in", "etl-out", nil, func(c *pipeline.Config) { c.AbortFraction = 0.2; c.MaxTxnRecords = 500 },
+	w := e.run("etl", "etl", tr, "etl-in", "etl-out", nil, func(c *pipeline.Config) { e.abortFraction = 0.2; c.MaxTxnRecords = 500 },
 		func() { e.produce("etl-in", 3, in) })
 	if w.Stats().Aborted.Load() == 0 {
 		t.Fatal("no transaction aborted; the test needs some")

@@ -3,15 +3,16 @@ package topologies
 import (
 	"context"
 	"encoding/json"
-	"github.com/eosctl/eos/internal/testbroker"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/committed"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/committed"
+	"github.com/eosctl/eos/internal/testbroker"
+	"github.com/eosctl/eos/internal/testhook"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -20,11 +21,14 @@ import (
 // real worker and a real Kafka-protocol broker over TCP, without the cost of
 // child processes (the e2e package runs the binary).
 type tenv struct {
-	t    *testing.T
-	b    testbroker.Cluster
-	opts []kgo.Opt
-	cl   *kgo.Client
-	ctx  context.Context
+	// abortFraction of the transactions of the workers run aborts on
+	// purpose (internal/testhook).
+	abortFraction float64
+	t             *testing.T
+	b             testbroker.Cluster
+	opts          []kgo.Opt
+	cl            *kgo.Client
+	ctx           context.Context
 }
 
 func newTEnv(t *testing.T) *tenv {
@@ -97,7 +101,7 @@ func (e *tenv) run(app, topology string, tr pipeline.Transform, in, out string, 
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(testhook.WithAbortFraction(e.ctx, e.abortFraction))
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -205,4 +209,11 @@ func (e *tenv) produceTransactions(topic string, parts int32, rs []*kgo.Record, 
 		time.Sleep(5 * time.Millisecond)
 	}
 	return kept
+}
+
+// aborting makes the workers run starts abort fraction f of their
+// transactions on purpose; it returns no Config change.
+func aborting(e *tenv, f float64) func(*pipeline.Config) {
+	e.abortFraction = f
+	return nil
 }

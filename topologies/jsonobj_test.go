@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/datagen"
 )
 
 var jsonSeeds = []string{

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/pipeline"
 )
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/pipeline"
 )
 
@@ -98,7 +99,7 @@ func init() {
 func noConfig(name string, mk func() pipeline.Transform) func(Options) (pipeline.Transform, error) {
 	return func(o Options) (pipeline.Transform, error) {
 		if o.Config != "" {
-			return nil, fmt.Errorf("%w: the %s topology takes no --config", ErrConfig, name)
+			return nil, eos.BadConfig("topologies.Options.Config", "the %s topology takes no configuration file", name)
 		}
 		return mk(), nil
 	}

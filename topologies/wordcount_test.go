@@ -2,7 +2,6 @@ package topologies
 
 import (
 	"fmt"
-	"github.com/eosctl/eos/internal/testbroker"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,7 +25,7 @@ func TestWordCountCountsEveryWordOnce(t *testing.T) {
 	rs := lines(3, 0, 6000, want)
 	e.topic("wc-in", 3)
 	w := e.run("wc", "wordcount", WordCount{}, "wc-in", "wc-out", []string{"wc-counts-repartition"},
-		func(c *pipeline.Config) { c.AbortFraction = 0.2 }, func() { e.produce("wc-in", 3, rs) })
+		aborting(e, 0.2), func() { e.produce("wc-in", 3, rs) })
 	checkCounts(t, e, want)
 	if want["état"] == 0 || want["über"] == 0 {
 		t.Fatal("lower-casing of non-ASCII words is not exercised")

@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/eosctl/eos/datagen"
 )
 
 const (

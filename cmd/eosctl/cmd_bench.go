@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/bench"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
@@ -164,7 +165,7 @@ extension; repeatable).`,
 				fmt.Fprint(os.Stderr, "\r\033[K")
 			}
 			if err != nil {
-				if errors.Is(err, bench.ErrConfig) {
+				if errors.Is(err, eos.ErrConfig) {
 					return usage(err)
 				}
 				return err
@@ -316,7 +317,7 @@ between the flush and the commit duplicates output.`,
 			ctx, stop := signalContext()
 			defer stop()
 			if err := bench.RunBaseline(ctx, cfg); err != nil {
-				if errors.Is(err, bench.ErrConfig) {
+				if errors.Is(err, eos.ErrConfig) {
 					return usage(err)
 				}
 				return err

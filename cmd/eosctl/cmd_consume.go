@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eosctl/eos/admin"
-	"github.com/eosctl/eos/committed"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/committed"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

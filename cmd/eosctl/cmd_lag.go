@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -61,6 +62,9 @@ group cannot read and so hides a stuck LSO. --watch repeats every
 				if err != nil {
 					if !first && ctx.Err() != nil {
 						return nil
+					}
+					if errors.Is(err, inspect.ErrNoCommits) {
+						err = fmt.Errorf("%w with --topics", err)
 					}
 					return notFound(err)
 				}

@@ -5,8 +5,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/eosctl/eos/admin"
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosctl/eos/internal/testhook"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		events string
 		topo   topologies.Options
 		mopts  runMetrics
+		abort  float64
 	)
 	cmd := &cobra.Command{
 		Use:   "run TOPOLOGY --app APP --instance ID --input TOPIC[,TOPIC...] --output TOPIC",
@@ -141,7 +143,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 			if err := exp.start(ctx); err != nil {
 				return err
 			}
-			err = w.Run(ctx)
+			err = w.Run(testhook.WithAbortFraction(ctx, abort))
 			s := w.Stats()
 			if started.Load() {
 				cfg.Logger.Info("worker stopped", "committed", s.Committed.Load(), "aborted", s.Aborted.Load(), "consumed", s.Consumed.Load(), "produced", s.Produced.Load(), "reinits", s.Reinits.Load())
@@ -168,7 +170,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 	f.StringVar(&topo.Config, "config", "", "configuration file, for topologies that take one (etl, aggregate; see eosctl topology list)")
 	f.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic for records the topology cannot handle (default APP-dlq)")
 	mopts.flags(f)
-	f.Float64Var(&cfg.AbortFraction, "test-abort-fraction", 0, "abort this fraction of transactions on purpose (testing only)")
+	f.Float64Var(&abort, "test-abort-fraction", 0, "abort this fraction of transactions on purpose (testing only)")
 	_ = f.MarkHidden("test-abort-fraction")
 	for _, req := range []string{"app", "instance", "input", "output"} {
 		_ = cmd.MarkFlagRequired(req)

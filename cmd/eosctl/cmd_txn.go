@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -327,6 +328,9 @@ type abortResult struct {
 
 func abortAt(ctx context.Context, c *adminConn, w io.Writer, asJSON bool, ask func(string) error, topic string, partition int32, start int64) error {
 	p, err := inspect.TransactionAt(ctx, c.adm, topic, partition, start)
+	if errors.Is(err, inspect.ErrNotFound) {
+		return fmt.Errorf("%w (`eosctl txn producers --topic %s --partition %d` lists the open ones)", err, topic, partition)
+	}
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/eosctl/eos/admin"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/verify"
 	"github.com/spf13/cobra"
 )
@@ -58,7 +59,7 @@ else is; 1 with the first offending keys otherwise.`,
 			// before verify create it when they first commit.
 			if _, err = admin.Partitions(ctx, c.cl, cfg.Input); err == nil && group != "" {
 				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s)\n", group, cfg.Input, cfg.Timeout)
-				err = admin.WaitCaughtUp(ctx, c.cl, group, cfg.Timeout, cfg.Input)
+				err = committed.WaitCaughtUp(ctx, c.opts, committed.Wait{Group: group, Topics: []string{cfg.Input}, Within: cfg.Timeout})
 			}
 			if err == nil {
 				_, err = admin.Partitions(ctx, c.cl, cfg.Output)

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/eosctl/eos/admin"
-	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
-	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/sink"
 	"github.com/eosctl/eos/txn"
 )
@@ -55,7 +53,7 @@ func exitCode(err error) int {
 		return exitFenced
 	case isFenced(err):
 		return exitFenced
-	case errors.As(err, &ue), errors.Is(err, pipeline.ErrConfig), errors.Is(err, fencing.ErrInvalidName), errors.Is(err, admin.ErrNoTopic), errors.Is(err, broker.ErrConfig), errors.Is(err, sink.ErrConfig):
+	case errors.As(err, &ue), errors.Is(err, eos.ErrConfig), errors.Is(err, fencing.ErrInvalidName), errors.Is(err, eos.ErrNoTopic):
 		return exitUsage
 	case errors.Is(err, sink.ErrAuth):
 		return exitAuth

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -43,7 +44,7 @@ func execute(root *cobra.Command, args []string) int {
 		err = usage(err)
 	}
 	if _, quiet := err.(verifyFailed); !quiet {
-		msg := oneLine(err)
+		msg := oneLine(errors.New(inFlagTerms(err)))
 		if msg == context.Canceled.Error() {
 			msg = "interrupted"
 		}

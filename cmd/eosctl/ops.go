@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/inspect"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

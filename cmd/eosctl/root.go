@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/eosctl/eos/conn"
+	"github.com/eosctl/eos/internal/conn"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/admin"
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/committed"
-	"github.com/eosctl/eos/datagen"
+	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/committed"
+	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/internal/testhook"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -41,13 +42,13 @@ func TestScorerIsExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, err := pipeline.New(pipeline.Config{App: "fraud", Instance: "0", Inputs: []string{"orders"}, Output: "scored", Topology: "fraud",
-		CommitInterval: 20 * time.Millisecond, MaxTxnRecords: 500, SessionTimeout: 4 * time.Second, AbortFraction: 0.2, ClientOpts: opts}, Scorer{Alerts: "alerts"})
+		CommitInterval: 20 * time.Millisecond, MaxTxnRecords: 500, SessionTimeout: 4 * time.Second, ClientOpts: opts}, Scorer{Alerts: "alerts"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
+	go func() { done <- w.Run(testhook.WithAbortFraction(wctx, 0.2)) }()
 	for zeros := 0; zeros < 2; time.Sleep(100 * time.Millisecond) {
 		if ok, err := committed.CaughtUp(ctx, opts, "fraud", "orders", "fraud-by-user-repartition"); err == nil && ok && w.Stats().Committed.Load() > 0 {
 			zeros++

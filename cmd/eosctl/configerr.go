@@ -1,0 +1,62 @@
+package main
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/eosctl/eos"
+)
+
+// settingFlags maps the library's setting names (eos.ConfigError.Setting,
+// also quoted inside reasons) to the eosctl flags that set them, so that a
+// configuration mistake reads in the terms the user typed.
+var settingFlags = map[string]string{
+	"pipeline.Config.App":                "--app",
+	"pipeline.Config.Inputs":             "--input",
+	"pipeline.Config.Output":             "--output",
+	"pipeline.Config.Outputs":            "--config (its outputs)",
+	"pipeline.Config.DLQ":                "--dlq",
+	"pipeline.Config.MaxTxnRecords":      "--max-txn-records",
+	"pipeline.Config.GroupProtocol":      "--group-protocol",
+	"pipeline.Config.OverheadBudget":     "--eos-overhead-budget",
+	"pipeline.Config.MaxCommitInterval":  "--max-commit-interval",
+	"pipeline.Config.TransactionTimeout": "--transaction-timeout",
+	"broker.Config.Nodes":                "--nodes",
+	"broker.Config.RTT":                  "--rtt",
+	"broker.Config.Listen":               "--listen",
+	"bench.Config.Records":               "--records",
+	"bench.Config.Partitions":            "--partitions",
+	"bench.Config.Workers":               "--workers",
+	"bench.Config.Repeat":                "--repeat",
+	"bench.Config.RTT":                   "--rtt",
+	"bench.Config.Brokers":               "--brokers",
+	"bench.Config.OverheadBudget":        "--eos-overhead-budget",
+	"bench.Config.MaxCommitInterval":     "--max-commit-interval",
+	"bench.Config.Topology":              "--topology",
+	"topologies.Options.Config":          "--config",
+}
+
+// inFlagTerms rewrites err's message for the command line: a
+// configuration error's setting becomes the flag that sets it (or is
+// dropped when no flag does), and setting names quoted in the text become
+// flags too. Other errors keep their message.
+func inFlagTerms(err error) string {
+	msg := err.Error()
+	var ce *eos.ConfigError
+	if !errors.As(err, &ce) {
+		return msg
+	}
+	said := "invalid configuration: " + ce.Reason
+	if f, ok := settingFlags[ce.Setting]; ok {
+		said = f + ": " + ce.Reason
+	}
+	msg = strings.Replace(msg, ce.Error(), said, 1)
+	// Longest first: pipeline.Config.Outputs before pipeline.Config.Output.
+	settings := slices.SortedFunc(maps.Keys(settingFlags), func(a, b string) int { return len(b) - len(a) })
+	for _, s := range settings {
+		msg = strings.ReplaceAll(msg, s, settingFlags[s])
+	}
+	return msg
+}

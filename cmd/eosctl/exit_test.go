@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/fencing"
+	"github.com/eosctl/eos/sink"
+)
+
+// Each class of error gets the exit code the README documents.
+func TestExitCodesFollowTheDocumentedTable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{errors.New("broker unreachable"), exitFailure},
+		{fmt.Errorf("run: %w", eos.BadConfig("pipeline.Config.Output", "required")), exitUsage},
+		{fmt.Errorf("lag: topic %q: %w", "x", eos.ErrNoTopic), exitUsage},
+		{usage(errors.New("unknown flag --x")), exitUsage},
+		{fmt.Errorf("worker: %w", &fencing.FencedError{}), exitFenced},
+		{fmt.Errorf("sink: %w", sink.ErrAuth), exitAuth},
+		{fmt.Errorf("produce: %w", context.Canceled), exitInterrupted},
+	} {
+		if got := exitCode(c.err); got != c.want {
+			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+}
+
+// A configuration mistake the library reports in its own terms reaches the
+// user in the terms they typed: the setting becomes its flag, in the
+// setting's place and wherever the reason quotes a setting.
+func TestConfigErrorsNameTheFlag(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("run: %w", eos.BadConfig("pipeline.Config.Output", "required")), "run: --output: required"},
+		{eos.BadConfig("pipeline.Config.Inputs", "topic %q is named twice across pipeline.Config.Inputs and pipeline.Config.Output", "t"),
+			`--input: topic "t" is named twice across --input and --output`},
+		{eos.BadConfig("pipeline.Config.Outputs", "taken"), "--config (its outputs): taken"},
+		{eos.BadConfig("sink.Config", "DSN is required"), "invalid configuration: DSN is required"},
+		{errors.New("no answer from 127.0.0.1:9092"), "no answer from 127.0.0.1:9092"},
+	} {
+		if got := inFlagTerms(c.err); got != c.want {
+			t.Errorf("inFlagTerms(%v)\n got  %q\n want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// The command line turns the library's configuration errors into one line
+// naming the flag, and exit code 2, before it connects to anything (the
+// brokers named here do not exist).
+func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"broker", "--nodes", "0", "--data-dir", ""}, "eosctl: --nodes must be between 1 and 16, got 0"},
+		{[]string{"broker", "--listen", "127.0.0.1:notaport", "--data-dir", ""}, `--listen: "127.0.0.1:notaport" has an invalid port`},
+		{[]string{"--brokers", "127.0.0.1:1", "run", "passthrough", "--app", "a", "--instance", "0", "--input", "t", "--output", "t"},
+			`topic "t" is named twice across --input and --output`},
+		{[]string{"--brokers", "127.0.0.1:1", "run", "passthrough", "--app", "a", "--instance", "0", "--input", "t", "--output", "u", "--group-protocol", "new"},
+			`--group-protocol: "new": want classic or consumer`},
+		{[]string{"--brokers", "127.0.0.1:1", "run", "wordcount", "--app", "a", "--instance", "0", "--input", "t", "--output", "u", "--config", "x.yaml"},
+			"--config: the wordcount topology takes no configuration file"},
+	} {
+		code, stderr := executeCapturing(t, c.args)
+		if code != exitUsage || !strings.Contains(stderr, c.says) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("eosctl %s: exit %d, stderr %q; want exit %d and one line with %q", strings.Join(c.args, " "), code, stderr, exitUsage, c.says)
+		}
+	}
+}
+
+// executeCapturing runs the command line in-process and returns its exit
+// code and what it wrote to stderr.
+func executeCapturing(t *testing.T, args []string) (int, string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w
+	got := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- string(b)
+	}()
+	code := execute(newRoot(), args)
+	os.Stderr = saved
+	w.Close()
+	return code, <-got
+}

@@ -1,0 +1,176 @@
+// Package admin holds the few cluster operations every eos command needs
+// before it does its real work: checking that the brokers answer, and
+// finding or creating topics.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/fencing"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ErrUnreachable is wrapped when no broker answers within the timeout.
+var ErrUnreachable = errors.New("brokers unreachable")
+
+// ErrNoTopic is eos.ErrNoTopic, wrapped when a topic a command reads from
+// does not exist.
+var ErrNoTopic = eos.ErrNoTopic
+
+// Connect creates a client from opts and waits up to timeout for a broker to
+// answer a metadata request, so that a wrong --brokers fails fast with a clear
+// message instead of hanging in the client's retry loop.
+func Connect(ctx context.Context, timeout time.Duration, opts ...kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	if err := Ping(ctx, cl, timeout); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
+}
+
+// Ping waits up to timeout for the cluster to answer a metadata request.
+// Its error names the likely cause (see [explain]): nothing listening, a
+// listener that never answers, a TLS mismatch, SASL on one side only, or
+// rejected credentials. It returns within timeout: if the cluster is slow
+// to answer, it asks the first seed broker directly at the same time,
+// rather than after the wait.
+func Ping(ctx context.Context, cl *kgo.Client, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := kadm.NewClient(cl).BrokerMetadata(pctx)
+		done <- err
+	}()
+	var err error
+	var probed <-chan probeResult
+	select {
+	case err = <-done:
+		if err == nil {
+			return nil
+		}
+	case <-time.After(timeout / 2):
+		probed = startProbe(cl, deadline)
+		if err = <-done; err == nil {
+			return nil
+		}
+	}
+	seeds := strings.Join(cl.OptValue(kgo.SeedBrokers).([]string), ",")
+	if ctx.Err() != nil {
+		return fmt.Errorf("cannot reach brokers %s: %w", seeds, ctx.Err())
+	}
+	if probed == nil {
+		probed = startProbe(cl, deadline)
+	}
+	return &unreachableError{msg: "cannot reach brokers " + seeds + ": " + explain(cl, err, <-probed, timeout), err: err}
+}
+
+// Partitions returns the partition count of topic once every partition has
+// a leader, wrapping ErrNoTopic if the topic does not exist. It issues its
+// own metadata request rather than kadm.ListTopics, whose answers kgo caches
+// for MetadataMinAge (5s by default): a cached "unknown topic" from before a
+// create would otherwise stall whoever waits for the new topic.
+func Partitions(ctx context.Context, cl *kgo.Client, topic string) (int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("describing topic %q: %w", topic, err)
+	}
+	if len(resp.Topics) != 1 {
+		return 0, fmt.Errorf("topic %q: %w", topic, ErrNoTopic)
+	}
+	t := resp.Topics[0]
+	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return 0, fmt.Errorf("topic %q: %w", topic, ErrNoTopic)
+		}
+		return 0, fmt.Errorf("describing topic %q: %w", topic, err)
+	}
+	if len(t.Partitions) == 0 {
+		return 0, fmt.Errorf("topic %q has no partitions yet: %w", topic, kerr.LeaderNotAvailable)
+	}
+	for _, p := range t.Partitions {
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return 0, fmt.Errorf("topic %q partition %d: %w", topic, p.Partition, err)
+		}
+		if p.Leader < 0 {
+			return 0, fmt.Errorf("topic %q partition %d has no leader: %w", topic, p.Partition, kerr.LeaderNotAvailable)
+		}
+	}
+	return int32(len(t.Partitions)), nil
+}
+
+// EnsureTopic creates topic with the given partition count (replication
+// factor: the broker's default) unless it exists, waits until every
+// partition has a leader, and returns the partition count and whether it
+// created the topic. An existing topic is used as it is.
+func EnsureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, configs map[string]*string) (int32, bool, error) {
+	if err := fencing.ValidateName("topic", topic); err != nil {
+		return 0, false, err
+	}
+	n, err := Partitions(ctx, cl, topic)
+	switch {
+	case err == nil:
+		return n, false, nil
+	case !errors.Is(err, ErrNoTopic):
+		return 0, false, err
+	}
+	created := false
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case err == nil:
+		created = true
+	case errors.Is(err, kerr.TopicAlreadyExists): // lost a race; use theirs
+	default:
+		return 0, false, fmt.Errorf("creating topic %q with %d partitions: %w", topic, partitions, err)
+	}
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		if n, err = Partitions(ctx, cl, topic); err == nil {
+			return n, created, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, created, fmt.Errorf("waiting for topic %q to become ready: %w (last error: %w)", topic, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// WaitOngoing polls the transaction coordinator until transactionalID has an
+// open transaction, for at most within, and reports whether it saw one. The
+// fault drills use it to make sure a kill lands mid-transaction.
+func WaitOngoing(ctx context.Context, cl *kgo.Client, transactionalID string, within time.Duration) bool {
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		d, err := adm.DescribeTransactions(ctx, transactionalID)
+		if t, ok := d[transactionalID]; err == nil && ok && t.Err == nil && t.State == "Ongoing" {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}

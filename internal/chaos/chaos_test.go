@@ -1,0 +1,109 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos/internal/eosctltest"
+	"github.com/eosctl/eos/internal/kafkacluster"
+	"github.com/eosctl/eos/internal/testbroker"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	var cleanup func()
+	var err error
+	if bin, cleanup, err = eosctltest.Build(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// Every scenario, in its short form, ends with exactly-once intact: for a
+// copy, verify finds every input record once in input order per partition;
+// for the aggregate topology, every window result equals the reference
+// computed from the input and every dead letter is there once; and the
+// read_committed readers that ran during the faults saw no record twice.
+//
+// With EOS_TEST_BROKER=kafka every scenario, the Apache-Kafka-only ones
+// included, runs against one 3-node Apache Kafka cluster, its broker faults
+// made with real processes and proxies.
+func TestScenariosPreserveExactlyOnce(t *testing.T) {
+	var cluster *kafkacluster.Cluster
+	if testbroker.IsKafka() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		var err error
+		cluster, err = StartKafka(ctx, t.Logf)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cluster.Stop()
+	}
+	// The table of the rows that ran, as RELIABILITY.md prints it, so a
+	// run of the short form (CI's included) leaves its figures in the log.
+	var results []*Result
+	defer func() {
+		var b bytes.Buffer
+		WriteTable(&b, results, "EOS_TEST_BROKER="+string(testbroker.FromEnv())+" go test ./internal/chaos/ -run TestScenariosPreserveExactlyOnce -v")
+		t.Logf("short form:\n%s", b.String())
+	}()
+	for _, s := range Scenarios() {
+		if s.OnlyKafka && cluster == nil {
+			continue // listed in RELIABILITY.md under Apache Kafka only
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			logs := &syncBuf{}
+			res, err := RunOn(ctx, cluster, s, bin, Short, logs)
+			if res != nil {
+				results = append(results, res)
+			}
+			if err != nil {
+				t.Fatalf("%v\nlogs:\n%s", err, logs.b.String())
+			}
+			if !res.OK() || res.Records == 0 {
+				t.Fatalf("exactly-once broken: %s\nlogs:\n%s", res.Summary(), logs.b.String())
+			}
+			t.Logf("%s: %d records; faults: %s; recovery p50 %s max %s; %v; %s; %s", s.Name, res.Records, res.Faults, res.RecoveryP50(), res.RecoveryMax(), res.Notes, res.Summary(), res.Elapsed.Round(time.Millisecond))
+		})
+	}
+}
+
+// A short soak: the sampling works, exactly-once holds, and the workers'
+// memory is measured (the 30-minute run is `make soak`, not CI).
+func TestSoakSamplesAndStaysExactlyOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Soak(ctx, bin, 6*time.Second, 5000, time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Samples) < 4 || res.Samples[len(res.Samples)-1].RSSBytes == 0 || res.Samples[len(res.Samples)-1].Goroutines == 0 {
+		t.Fatalf("soak samples are missing measurements: %+v", res.Samples)
+	}
+	if !res.Verify.OK() || !res.Tail.OK() {
+		t.Fatalf("soak: %s; %s", res.Verify.Summary(), res.Tail)
+	}
+}

@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/admin"
+)
+
+// SIGINT during produce and quickstart exits with the documented
+// "interrupted" code 130 and one line saying what was done: for produce,
+// exactly how many records were written (the topic's end offsets agree)
+// and that a rerun appends keys already there.
+func TestInterruptSaysWhatWasDone(t *testing.T) {
+	e := newEnv(t, broker.Config{})
+	produce := exec.Command(eosctl, "produce", "--brokers", e.b.Addrs()[0], "--topic", "int-in", "--count", "1000000", "--rate", "50000")
+	var perr syncBuffer
+	produce.Stderr = &perr
+	if err := produce.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(time.Minute, "produce writes", func() (bool, string) {
+		n, err := admin.EndOffsetSum(e.ctx, e.cl, "int-in")
+		return err == nil && n > 10000, fmt.Sprint(n, err)
+	})
+	code, last := interrupt(t, produce, &perr)
+	written, err := admin.EndOffsetSum(e.ctx, e.cl, "int-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("interrupted after writing %s of 1,000,000 records to int-in; writing again starts at key 0 and appends keys that are already there", commas(written))
+	if code != 130 || last != "eosctl: "+want {
+		t.Fatalf("produce: exit %d, stderr %q; want exit 130 and %q", code, perr.String(), want)
+	}
+
+	qs := exec.Command(eosctl, "quickstart", "--records", "300000")
+	var qout, qerr syncBuffer
+	qs.Stdout, qs.Stderr = &qout, &qerr
+	if err := qs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(qout.String(), "embedded broker listening") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, last = interrupt(t, qs, &qerr)
+	if code != 130 || !strings.HasPrefix(last, "eosctl: quickstart interrupted while ") {
+		t.Fatalf("quickstart: exit %d, stdout %q, stderr %q; want exit 130 and a line saying where it was", code, qout.String(), qerr.String())
+	}
+}
+
+// interrupt sends SIGINT to cmd and returns its exit code and the last
+// line of its stderr.
+func interrupt(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) (int, string) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	return cmd.ProcessState.ExitCode(), lines[len(lines)-1]
+}
+
+// syncBuffer is a bytes.Buffer that a command writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func commas(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
