@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/eosctl/eos/inspect"
@@ -316,146 +315,86 @@ left alone.`,
 	return cmd
 }
 
-// abortResult is what txn abort prints with --json.
-type abortResult struct {
-	Method   string                     `json:"method"` // "marker" or "fence"
-	Aborted  bool                       `json:"aborted"`
-	Producer *inspect.Producer          `json:"producer,omitempty"`
-	Fenced   *inspect.Fenced            `json:"fenced,omitempty"`
-	Before   []inspect.PartitionOffsets `json:"before"`
-	After    []inspect.PartitionOffsets `json:"after,omitempty"`
-}
-
+// abortAt shows the marker repair of the transaction at start, asks, and
+// does it.
 func abortAt(ctx context.Context, c *adminConn, w io.Writer, asJSON bool, ask func(string) error, topic string, partition int32, start int64) error {
-	p, err := inspect.TransactionAt(ctx, c.adm, topic, partition, start)
+	r, err := inspect.PlanMarker(ctx, c.adm, topic, partition, start)
 	if errors.Is(err, inspect.ErrNotFound) {
 		return fmt.Errorf("%w (`eosctl txn producers --topic %s --partition %d` lists the open ones)", err, topic, partition)
 	}
 	if err != nil {
 		return err
 	}
-	before, err := inspect.ReadOffsets(ctx, c.adm, topic)
-	if err != nil {
-		return err
-	}
-	o, _ := before.Lookup(topic, partition)
-	res := abortResult{Method: "marker", Producer: &p, Before: []inspect.PartitionOffsets{o}}
-	say := func(format string, args ...any) {
-		if !asJSON {
-			fmt.Fprintf(w, format+"\n", args...)
-		}
-	}
+	say := sayer(w, asJSON)
+	p, o := r.Producer, r.Before[0]
 	say("open transaction on %s[%d]: producer id %d epoch %d (coordinator epoch %d), from offset %d, %d offsets behind it", topic, partition, p.ProducerID, p.ProducerEpoch, p.CoordinatorEpoch, start, o.HWM-start)
 	say("LSO before: %d (HWM %d)", o.LSO, o.HWM)
 	if err := ask(fmt.Sprintf("write an abort marker for producer id %d to %s[%d]?", p.ProducerID, topic, partition)); err != nil {
 		return err
 	}
-	if err := inspect.WriteAbortMarker(ctx, c.adm, p); err != nil {
+	res, err := r.Do(ctx, c.adm, c.opts, 10*time.Second)
+	if !res.Aborted {
 		return err
 	}
-	res.Aborted = true
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	after, err := inspect.WaitPast(wctx, c.adm, map[string]map[int32]int64{topic: {partition: start}})
-	if a, ok := after.Lookup(topic, partition); ok {
-		res.After = []inspect.PartitionOffsets{a}
-		say("abort marker written\nLSO after: %d (HWM %d)", a.LSO, a.HWM)
+	if len(res.After) > 0 {
+		say("abort marker written\nLSO after: %d (HWM %d)", res.After[0].LSO, res.After[0].HWM)
 	}
 	if asJSON {
 		_ = printJSON(w, res)
 	}
 	if err != nil {
-		return fmt.Errorf("the abort marker was written but the LSO of %s[%d] did not move past %d: %w", topic, partition, start, err)
+		return fmt.Errorf("%s[%d] from offset %d: %w", topic, partition, start, err)
 	}
 	return nil
 }
 
+// abortByID shows the fence of transactional id id, asks, and does it.
 func abortByID(ctx context.Context, c *adminConn, w io.Writer, asJSON bool, ask func(string) error, id string) error {
-	ts, err := inspect.DescribeTransactions(ctx, c.adm, id)
+	r, err := inspect.PlanFence(ctx, c.adm, id)
 	if err != nil {
 		return err
 	}
-	tx := ts[0]
-	say := func(format string, args ...any) {
-		if !asJSON {
-			fmt.Fprintf(w, format+"\n", args...)
-		}
-	}
-	res := abortResult{Method: "fence"}
-	if !tx.Open() {
+	say := sayer(w, asJSON)
+	tx := r.Transaction
+	if !r.Needed() {
 		say("transactional id %q has no open transaction (state %s); nothing to abort. A transaction its coordinator lost is aborted with --topic/--partition/--start-offset (see `eosctl txn hanging`).", id, tx.State)
 		if asJSON {
-			return printJSON(w, res)
+			return printJSON(w, inspect.RepairResult{Method: r.Method})
 		}
 		return nil
 	}
-	// The transaction's first offset on each partition, to know when the
-	// abort markers have landed.
-	starts := map[string]map[int32]int64{}
-	var topics []string
-	for t := range tx.Partitions {
-		topics = append(topics, t)
-	}
-	slices.Sort(topics)
-	before, err := inspect.ReadOffsets(ctx, c.adm, topics...)
-	if err != nil {
-		return err
-	}
-	open, err := inspect.Scan(ctx, c.adm, before, 24*time.Hour)
-	if err != nil {
-		return err
-	}
-	for _, o := range open {
-		if o.ProducerID == tx.ProducerID {
-			if starts[o.Topic] == nil {
-				starts[o.Topic] = map[int32]int64{}
-			}
-			starts[o.Topic][o.Partition] = o.StartOffset
-		}
-	}
 	say("transactional id %q: producer id %d epoch %d, %s since %s (%s), timeout %s, partitions %s",
 		id, tx.ProducerID, tx.ProducerEpoch, tx.State, stamp(tx.Started), age(time.Since(tx.Started)), tx.Timeout, inspect.FormatPartitions(tx.Partitions))
-	for _, o := range pick(before, tx.Partitions) {
-		res.Before = append(res.Before, o)
+	for _, o := range r.Before {
 		say("LSO before: %s[%d] %d (HWM %d)", o.Topic, o.Partition, o.LSO, o.HWM)
 	}
 	if err := ask(fmt.Sprintf("fence transactional id %q (bumps its epoch; a live producer using it is fenced and its open transaction aborted)?", id)); err != nil {
 		return err
 	}
-	f, err := inspect.FenceTransactionalID(ctx, c.adm, c.opts, id)
-	if err != nil {
+	res, err := r.Do(ctx, c.adm, c.opts, 30*time.Second)
+	if !res.Aborted {
 		return err
 	}
-	res.Aborted, res.Fenced = true, &f
-	say("fenced: producer id %d now at epoch %d", f.ProducerID, f.Epoch)
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	after, werr := inspect.WaitPast(wctx, c.adm, starts)
-	if after == nil {
-		after, _ = inspect.ReadOffsets(ctx, c.adm, topics...)
-	}
-	for _, o := range pick(after, tx.Partitions) {
-		res.After = append(res.After, o)
+	say("fenced: producer id %d now at epoch %d", res.Fenced.ProducerID, res.Fenced.Epoch)
+	for _, o := range res.After {
 		say("LSO after: %s[%d] %d (HWM %d)", o.Topic, o.Partition, o.LSO, o.HWM)
 	}
 	if asJSON {
 		_ = printJSON(w, res)
 	}
-	if werr != nil {
-		return fmt.Errorf("fenced %q, but the LSO did not move past its transaction: %w", id, werr)
+	if err != nil {
+		return fmt.Errorf("fenced %q: %w", id, err)
 	}
 	return nil
 }
 
-// pick returns the offsets of the given partitions, sorted.
-func pick(offs inspect.Offsets, parts map[string][]int32) []inspect.PartitionOffsets {
-	var out []inspect.PartitionOffsets
-	for _, o := range offs.Sorted() {
-		if slices.Contains(parts[o.Topic], o.Partition) {
-			out = append(out, o)
+// sayer prints a line of the human form, and nothing under --json.
+func sayer(w io.Writer, asJSON bool) func(string, ...any) {
+	return func(format string, args ...any) {
+		if !asJSON {
+			fmt.Fprintf(w, format+"\n", args...)
 		}
 	}
-	return out
 }
 
 // nonNil makes an empty result print as [] rather than null.
