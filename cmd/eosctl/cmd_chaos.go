@@ -152,8 +152,9 @@ func runSoak(ctx context.Context, bin string, d time.Duration, rate int, jsonFil
 			return err
 		}
 	}
-	if !res.Verify.OK() || !res.Tail.OK() || res.RSSGrowth() > 0.10 {
-		return verifyFailed{"soak failed: exactly-once broken or RSS grew more than 10%"}
+	if err := res.Verdict(); err != nil {
+		fmt.Println(err)
+		return verifyFailed{err.Error()}
 	}
 	return nil
 }

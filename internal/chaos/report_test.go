@@ -87,3 +87,32 @@ func TestStatefulScenariosMirrorTheirFaults(t *testing.T) {
 		t.Fatalf("aggregate scenarios %s, want %s", got, want)
 	}
 }
+
+// A soak passes only with its output exactly once and its workers' memory
+// flat after warm-up; the verdict says which of the two failed.
+func TestSoakVerdictJudgesExactlyOnceAndMemory(t *testing.T) {
+	samples := func(first, last int64) []SoakSample {
+		s := make([]SoakSample, 10)
+		for i := range s {
+			s[i].RSSBytes = first
+		}
+		s[9].RSSBytes = last
+		return s
+	}
+	for name, c := range map[string]struct {
+		res  SoakResult
+		want string
+	}{
+		"passes":        {SoakResult{Samples: samples(100, 105), Verify: &verify.Report{}, Tail: &verify.TailReport{}}, ""},
+		"duplicates":    {SoakResult{Samples: samples(100, 100), Verify: &verify.Report{Duplicates: 1}, Tail: &verify.TailReport{}}, "exactly-once broken"},
+		"tail dup":      {SoakResult{Samples: samples(100, 100), Verify: &verify.Report{}, Tail: &verify.TailReport{Duplicates: 2}}, "exactly-once broken"},
+		"memory leak":   {SoakResult{Samples: samples(100, 111), Verify: &verify.Report{}, Tail: &verify.TailReport{}}, "RSS grew 11.0%"},
+		"both at once":  {SoakResult{Samples: samples(100, 200), Verify: &verify.Report{Missing: 1}, Tail: &verify.TailReport{}}, "exactly-once broken; worker RSS grew 100.0%"},
+		"no rss sample": {SoakResult{Verify: &verify.Report{}, Tail: &verify.TailReport{}}, ""},
+	} {
+		err := c.res.Verdict()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: Verdict() = %v, want %q", name, err, c.want)
+		}
+	}
+}

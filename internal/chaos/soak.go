@@ -43,6 +43,27 @@ func (r *SoakResult) RSSGrowth() float64 {
 	return float64(last.RSSBytes-first.RSSBytes) / float64(first.RSSBytes)
 }
 
+// MaxSoakRSSGrowth is the most a worker's RSS may grow after warm-up in a
+// soak that passes: more is a leak.
+const MaxSoakRSSGrowth = 0.10
+
+// Verdict is nil when the soak passed: its output exactly once (verify and
+// the tail reader agree) and the workers' RSS grew at most
+// MaxSoakRSSGrowth after warm-up. Otherwise it says which failed.
+func (r *SoakResult) Verdict() error {
+	var why []string
+	if !r.Verify.OK() || !r.Tail.OK() {
+		why = append(why, "exactly-once broken")
+	}
+	if g := r.RSSGrowth(); g > MaxSoakRSSGrowth {
+		why = append(why, fmt.Sprintf("worker RSS grew %.1f%% after warm-up, more than %.0f%%", 100*g, 100*MaxSoakRSSGrowth))
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("soak failed: %s", strings.Join(why, "; "))
+	}
+	return nil
+}
+
 // GoroutineGrowth is the change in the workers' goroutine count over the
 // steady part of the run.
 func (r *SoakResult) GoroutineGrowth() int {
