@@ -26,7 +26,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -143,7 +143,7 @@ func listedErr(what string, topics []string, l kadm.ListedOffsets, err error) er
 				continue
 			}
 			if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
-				return fmt.Errorf("topic %q: %w", t, admin.ErrNoTopic)
+				return fmt.Errorf("topic %q: %w", t, eos.ErrNoTopic)
 			}
 			if p < 0 {
 				return fmt.Errorf("listing %s of topic %q: %w", what, t, o.Err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -152,14 +152,14 @@ func Producers(ctx context.Context, adm *kadm.Client, topic string, partitions .
 	td, ok := tds[topic]
 	switch {
 	case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
-		return nil, fmt.Errorf("topic %q: %w", topic, admin.ErrNoTopic)
+		return nil, fmt.Errorf("topic %q: %w", topic, eos.ErrNoTopic)
 	case td.Err != nil:
 		return nil, fmt.Errorf("describing topic %q: %w", topic, td.Err)
 	}
 	set := kadm.TopicsSet{}
 	for _, p := range partitions {
 		if _, ok := td.Partitions[p]; !ok {
-			return nil, fmt.Errorf("topic %q has %d partitions, no partition %d: %w", topic, len(td.Partitions), p, admin.ErrNoTopic)
+			return nil, fmt.Errorf("topic %q has %d partitions, no partition %d: %w", topic, len(td.Partitions), p, eos.ErrNoTopic)
 		}
 		set.Add(topic, p)
 	}
@@ -178,7 +178,7 @@ func describeProducers(ctx context.Context, adm *kadm.Client, set kadm.TopicsSet
 	for _, dp := range dts.SortedPartitions() {
 		if dp.Err != nil {
 			if errors.Is(dp.Err, kerr.UnknownTopicOrPartition) {
-				return nil, fmt.Errorf("partition %s[%d]: %w", dp.Topic, dp.Partition, admin.ErrNoTopic)
+				return nil, fmt.Errorf("partition %s[%d]: %w", dp.Topic, dp.Partition, eos.ErrNoTopic)
 			}
 			return nil, fmt.Errorf("describing producers of %s[%d]: %w", dp.Topic, dp.Partition, dp.Err)
 		}

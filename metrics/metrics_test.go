@@ -162,8 +162,8 @@ func TestWorkerExportsEveryMetricWithSaneValues(t *testing.T) {
 	go func() { pollDone <- mw.Run(ctx) }()
 
 	eventually(t, 30*time.Second, "group caught up", func() (bool, string) {
-		lag, err := admin.GroupLag(e.ctx, e.cl, "copy", "in")
-		return err == nil && lag == 0, fmt.Sprint(lag, err)
+		lag, err := inspect.Lag(e.ctx, kadm.NewClient(e.cl), "copy", "in")
+		return err == nil && lag.TotalLag == 0, fmt.Sprint(lag, err)
 	})
 	var s Scraped
 	eventually(t, 5*time.Second, "consumer lag gauge at 0 after catching up", func() (bool, string) {

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -61,8 +63,8 @@ func TestWorkerExportsDeadLettersAndRestores(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
 		eventually(t, 30*time.Second, what+": group caught up", func() (bool, string) {
-			lag, err := admin.GroupLag(e.ctx, e.cl, "agg", "agg-in")
-			return err == nil && lag == 0 && restored.Load(), fmt.Sprint(lag, err)
+			lag, err := inspect.Lag(e.ctx, kadm.NewClient(e.cl), "agg", "agg-in")
+			return err == nil && lag.TotalLag == 0 && restored.Load(), fmt.Sprint(lag, err)
 		})
 		stop()
 		if err := <-done; err != nil {

@@ -14,8 +14,10 @@ import (
 
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -135,7 +137,7 @@ func (e *stateEnv) run(w *Worker, done func() bool) error {
 			return err
 		case <-time.After(20 * time.Millisecond):
 		}
-		if lag, err := admin.GroupLag(e.ctx, e.cl, w.cfg.App, w.lay.consume...); err == nil && lag == 0 && done() {
+		if lag, err := inspect.Lag(e.ctx, kadm.NewClient(e.cl), w.cfg.App, w.lay.consume...); err == nil && lag.TotalLag == 0 && done() {
 			cancel()
 			return <-stopped
 		}

@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/reconcile"
 	"github.com/eosctl/eos/sink"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -170,8 +172,8 @@ func Sink(ctx context.Context, cfg SinkConfig) (*SinkReport, error) {
 	}
 	naiveDone := func(group string) func() bool {
 		return func() bool {
-			lag, err := admin.GroupLag(ctx, cl, group, "payments")
-			return err == nil && lag == 0
+			lag, err := inspect.Lag(ctx, kadm.NewClient(cl), group, "payments")
+			return err == nil && lag.TotalLag == 0
 		}
 	}
 	naiveRows := func() int64 { return count("SELECT COUNT(*) FROM naive_payments") }
