@@ -23,6 +23,7 @@ func newConsumeCmd(g *globals) *cobra.Command {
 		asJSON  bool
 		last    bool
 		timeout time.Duration
+		waitFor int
 	)
 	cmd := &cobra.Command{
 		Use:   "consume --topic TOPIC",
@@ -36,9 +37,12 @@ Lines are "KEY<TAB>VALUE" (with --headers, then "<TAB>name=value" per header);
 --json prints one object per record with partition, offset, key, value,
 timestamp and headers. --last keeps only the last record of each key, which
 turns a changelog-style output (wordcount's counts, aggregate's updates) into
-its current totals. It reads the whole topic into memory: it is for looking
+its current totals. --wait-for N first waits, up to --read-timeout, until
+the topic exists and holds at least N records a read_committed consumer can
+read: for output a worker started a moment ago is still writing. It reads the whole topic into memory: it is for looking
 at results, not for bulk export. It joins no group and commits nothing.`,
 		Example: `  eosctl consume --topic word-counts --last
+  eosctl consume --topic orders-clean --max 2 --wait-for 2
   eosctl consume --topic spend-per-minute --json
   eosctl consume --topic orders-dlq --headers`,
 		Args: cobra.NoArgs,
@@ -49,18 +53,13 @@ at results, not for bulk export. It joins no group and commits nothing.`,
 			if err != nil {
 				return err
 			}
-			_, err = admin.Partitions(ctx, c.cl, topic)
-			c.close()
-			if err != nil {
-				return err
-			}
+			defer c.close()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			byPart, err := committed.Read(ctx, c.opts, topic)
+			rs, err := readTopic(ctx, c, topic, waitFor)
 			if err != nil {
 				return err
 			}
-			rs := committed.Flatten(byPart)
 			if last {
 				rs = lastPerKey(rs)
 			}
@@ -91,9 +90,36 @@ at results, not for bulk export. It joins no group and commits nothing.`,
 	f.BoolVar(&hdrs, "headers", false, "print each record's headers after its value")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per record")
 	f.BoolVar(&last, "last", false, "print only the last record of each key")
-	f.DurationVar(&timeout, "read-timeout", time.Minute, "how long reading the topic may take")
+	f.DurationVar(&timeout, "read-timeout", time.Minute, "how long reading the topic (and waiting for --wait-for) may take")
+	f.IntVar(&waitFor, "wait-for", 0, "first wait until the topic exists and holds at least this many committed records")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
+}
+
+// readTopic reads topic as a read_committed consumer sees it. With
+// waitFor > 0 it polls until the topic exists and holds at least waitFor
+// records, or ctx ends; the error then says how far it got.
+func readTopic(ctx context.Context, c *adminConn, topic string, waitFor int) ([]*kgo.Record, error) {
+	for {
+		_, err := admin.Partitions(ctx, c.cl, topic)
+		var rs []*kgo.Record
+		if err == nil {
+			var byPart map[int32][]*kgo.Record
+			byPart, err = committed.Read(ctx, c.opts, topic)
+			rs = committed.Flatten(byPart)
+		}
+		if waitFor <= 0 || (err == nil && len(rs) >= waitFor) {
+			return rs, err
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return nil, fmt.Errorf("waiting for %d records on %s: %w", waitFor, topic, err)
+			}
+			return nil, fmt.Errorf("waiting for %d records on %s: %d after --read-timeout: %w", waitFor, topic, len(rs), ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // lastPerKey keeps the last record of each key, in the order of those last
