@@ -11,7 +11,7 @@ import (
 	"github.com/eosctl/eos/txn"
 )
 
-// Exit codes, documented in the README and in `eosctl --help`.
+// Exit codes, documented in docs/cli.md and in `eosctl --help`.
 const (
 	exitOK      = 0 // success
 	exitFailure = 1 // the command ran and failed: verify found a problem, brokers unreachable, a runtime error

@@ -59,7 +59,7 @@ and exits 0).`,
   # or step by step (as in the README)
   eosctl broker --data-dir ./.eosctl/data &
   sleep 1
-  eosctl produce --topic in --count 1000000
+  eosctl produce --topic in --count 100000
   eosctl run passthrough --app copy --instance 0 --input in --output out &
   eosctl run passthrough --app copy --instance 1 --input in --output out &
   eosctl verify --input in --output out --wait-caught-up copy`,
