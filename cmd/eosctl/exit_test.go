@@ -14,7 +14,7 @@ import (
 	"github.com/eosctl/eos/sink"
 )
 
-// Each class of error gets the exit code the README documents.
+// Each class of error gets the exit code docs/cli.md documents.
 func TestExitCodesFollowTheDocumentedTable(t *testing.T) {
 	for _, c := range []struct {
 		err  error

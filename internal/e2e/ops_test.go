@@ -94,7 +94,7 @@ func httpStatus(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
-// A worker started with --metrics-addr serves every metric the README lists,
+// A worker started with --metrics-addr serves every metric docs/operations.md lists,
 // with values that agree with its event stream, and healthy probes.
 func TestWorkerMetricsEndpointAfterAShortRun(t *testing.T) {
 	e := newEnv(t, broker.Config{})
