@@ -58,7 +58,6 @@ and exits 0).`,
 
   # or step by step (as in the README)
   eosctl broker --data-dir ./.eosctl/data &
-  sleep 1
   eosctl produce --topic in --count 100000
   eosctl run passthrough --app copy --instance 0 --input in --output out &
   eosctl run passthrough --app copy --instance 1 --input in --output out &

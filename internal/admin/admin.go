@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/eosctl/eos"
@@ -40,6 +41,10 @@ func Connect(ctx context.Context, timeout time.Duration, opts ...kgo.Opt) (*kgo.
 	return cl, nil
 }
 
+// startGrace is how long Ping retries refused connections: a broker being
+// started next to the command.
+const startGrace = 3 * time.Second
+
 // Ping waits up to timeout for the cluster to answer a metadata request.
 // Its error names the likely cause (see [explain]): nothing listening, a
 // listener that never answers, a TLS mismatch, SASL on one side only, or
@@ -55,8 +60,19 @@ func Ping(ctx context.Context, cl *kgo.Client, timeout time.Duration) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := kadm.NewClient(cl).BrokerMetadata(pctx)
-		done <- err
+		// A broker started a moment ago (`eosctl broker &` and the next
+		// command) may not listen yet: a refused connection counts only
+		// after startGrace, so a wrong port still fails in seconds.
+		grace := time.Now().Add(min(startGrace, timeout/2))
+		for {
+			_, err := kadm.NewClient(cl).BrokerMetadata(pctx)
+			if err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(grace) && pctx.Err() == nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			done <- err
+			return
+		}
 	}()
 	var err error
 	var probed <-chan probeResult
