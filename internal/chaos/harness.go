@@ -246,14 +246,13 @@ func (h *harness) produce(ctx context.Context, topic string, n int64, partitions
 
 // startWorker starts instance i of app as `eosctl run` of h.topology.
 func (h *harness) startWorker(ctx context.Context, app string, i int, in, out string, extra ...string) error {
-	name := app + "-" + strconv.Itoa(i)
-	args := append([]string{"run"}, h.topology...)
-	if len(h.topology) == 0 {
-		args = append(args, topologyPassthrough)
+	w := supervise.Worker{Topology: topologyPassthrough, Brokers: h.brokers, App: app, Instance: i, Input: in, Output: out,
+		SessionTimeout: 6 * time.Second, LogLevel: logLevel(), Extra: []string{"--timeout", "30s"}}
+	if len(h.topology) > 0 {
+		w.Topology, w.Extra = h.topology[0], append(w.Extra, h.topology[1:]...)
 	}
-	args = append(args, "--brokers", h.brokers, "--app", app, "--instance", strconv.Itoa(i),
-		"--input", in, "--output", out, "--session-timeout", "6s", "--events", "-", "--log-level", logLevel(), "--timeout", "30s", "--metrics-addr", "")
-	return h.start(ctx, name, append(args, extra...))
+	w.Extra = append(w.Extra, extra...)
+	return h.start(ctx, w.Name(), w.Args())
 }
 
 func (h *harness) start(ctx context.Context, name string, args []string) error {

@@ -217,12 +217,12 @@ func (r *run) step(actor string, pid int64, epoch int16, format string, args ...
 
 // startWorker starts an instance-0 worker under the label actor.
 func (r *run) startWorker(ctx context.Context, actor string, stderr io.Writer) (*supervise.Proc, error) {
-	args := []string{"run", "passthrough", "--commit-interval", "1s"}
+	args := supervise.Worker{Brokers: r.brokers, App: r.app, Input: r.rep.Input, Output: r.rep.Output,
+		CommitInterval: time.Second, SessionTimeout: 6 * time.Second, LogLevel: "error"}.Args()
 	if r.cfg.Scenario == ScenarioUnsafe {
-		args = []string{"demo", "unsafe-worker", "--commit-interval", "1s"}
+		// The hand-written copier takes the worker's flags.
+		args = append([]string{"demo", "unsafe-worker"}, args[2:]...)
 	}
-	args = append(args, "--brokers", r.brokers, "--app", r.app, "--instance", "0",
-		"--input", r.rep.Input, "--output", r.rep.Output, "--session-timeout", "6s", "--events", "-", "--log-level", "error", "--metrics-addr", "")
 	p, err := supervise.Start(ctx, supervise.Config{
 		Name: actor, Bin: r.cfg.Bin, Args: args, Stderr: stderr,
 		OnEvent: func(name string, e pipeline.Event) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -139,10 +138,9 @@ func (e *env) worker(app string, i int, in, out string, extra ...string) *superv
 // the same settings as worker.
 func (e *env) topologyWorker(topology, app string, i int, in, out string, extra ...string) *supervise.Proc {
 	e.t.Helper()
-	name := app + "-" + strconv.Itoa(i)
-	args := append([]string{"run", topology, "--brokers", e.b.Addrs()[0], "--app", app, "--instance", strconv.Itoa(i),
-		"--input", in, "--output", out, "--session-timeout", "3s", "--events", "-", "--log-level", "info", "--metrics-addr", ""}, extra...)
-	return e.start(name, args)
+	w := supervise.Worker{Topology: topology, Brokers: e.b.Addrs()[0], App: app, Instance: i, Input: in, Output: out,
+		SessionTimeout: 3 * time.Second, Extra: extra}
+	return e.start(w.Name(), w.Args())
 }
 
 // start starts eosctl with args as process name: its stderr goes to the

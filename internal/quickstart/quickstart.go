@@ -188,9 +188,8 @@ func (f *fleet) start(ctx context.Context, i int) error {
 	p, err := supervise.Start(ctx, supervise.Config{
 		Name: strconv.Itoa(i),
 		Bin:  f.cfg.Bin,
-		Args: []string{"run", "passthrough", "--brokers", f.brokers, "--app", app, "--instance", strconv.Itoa(i),
-			"--input", input, "--output", output, "--commit-interval", f.cfg.CommitInterval.String(),
-			"--session-timeout", "6s", "--events", "-", "--log-level", f.cfg.WorkerLogLevel, "--metrics-addr", ""},
+		Args: supervise.Worker{Brokers: f.brokers, App: app, Instance: i, Input: input, Output: output,
+			CommitInterval: f.cfg.CommitInterval, SessionTimeout: 6 * time.Second, LogLevel: f.cfg.WorkerLogLevel}.Args(),
 		Stderr: os.Stderr,
 		OnEvent: func(_ string, e pipeline.Event) {
 			switch e.Kind {
