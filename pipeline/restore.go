@@ -3,11 +3,11 @@ package pipeline
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/eosctl/eos/internal/rangeread"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -87,16 +87,12 @@ func (w *Worker) readChangelogs(ctx context.Context, parts []int32, progress fun
 		return nil, 0, err
 	}
 	var total int64
-	consume := map[string]map[int32]kgo.Offset{}
+	rs := rangeread.Ranges{}
 	for t, ps := range ranges {
+		rs[t] = map[int32]rangeread.Span{}
 		for p, r := range ps {
 			total += r[1] - r[0]
-			if r[1] > r[0] {
-				if consume[t] == nil {
-					consume[t] = map[int32]kgo.Offset{}
-				}
-				consume[t][p] = kgo.NewOffset().At(r[0])
-			}
+			rs[t][p] = rangeread.Span{Start: r[0], End: r[1]}
 		}
 	}
 	progress(total)
@@ -104,91 +100,38 @@ func (w *Worker) readChangelogs(ctx context.Context, parts []int32, progress fun
 	for _, p := range parts {
 		states[p] = set.newPartition(p)
 	}
-	if len(consume) == 0 {
-		return states, 0, nil
-	}
-	perPartition, perFetch := restoreFetchBytes(len(parts) * len(set.changelogs))
-	cl, err := kgo.NewClient(append(slices.Clip(w.cfg.ClientOpts),
-		kgo.ConsumePartitions(consume),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxPartitionBytes(perPartition),
-		kgo.FetchMaxBytes(perFetch),
-	)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("creating the restore consumer: %w", err)
-	}
-	defer cl.Close()
-
 	storeIdx := map[string]int{}
 	for i, c := range set.changelogs {
 		storeIdx[c] = i
 	}
-	pos := map[string]map[int32]int64{}
-	remaining := 0
-	for t, ps := range consume {
-		pos[t] = map[int32]int64{}
-		for p := range ps {
-			pos[t][p] = ranges[t][p][0]
-			remaining++
-		}
-	}
-	var applied, counted, read int64 // read counts offsets, control records included, like total
+	perPartition, perFetch := restoreFetchBytes(len(parts) * len(set.changelogs))
+	var applied, counted int64
 	lastLog := time.Now()
-	for remaining > 0 {
-		fs := cl.PollRecords(ctx, 50_000)
+	err = rangeread.Read(ctx, w.cfg.ClientOpts, rs, rangeread.Options{
+		FetchMaxPartitionBytes: perPartition, FetchMaxBytes: perFetch, Batch: 50_000,
+		AfterPoll: func(read int64) { // read counts offsets, control records included, like total
+			w.stats.Restored.Add(applied - counted) // live, for a restore-rate metric
+			counted = applied
+			if time.Since(lastLog) >= time.Second {
+				lastLog = time.Now()
+				w.log.Info("restoring state", "stores", set.names, "partitions", parts, "restored", applied, "of", total)
+				progress(total - read)
+			}
+		},
+	}, func(r *kgo.Record) {
+		st := states[r.Partition].stores[storeIdx[r.Topic]]
+		if r.Value == nil {
+			delete(st.m, string(r.Key))
+		} else {
+			st.m[string(r.Key)] = bytes.Clone(r.Value)
+		}
+		applied++
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if ferr == nil && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("reading changelog %s[%d]: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return nil, 0, ferr
-		}
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			end := ranges[fp.Topic][fp.Partition][1]
-			at := pos[fp.Topic][fp.Partition]
-			if at >= end {
-				return
-			}
-			st := states[fp.Partition].stores[storeIdx[fp.Topic]]
-			for _, r := range fp.Records {
-				if r.Offset < at {
-					continue
-				}
-				if r.Offset >= end {
-					at = end
-					break
-				}
-				at = r.Offset + 1
-				if r.Attrs.IsControl() {
-					continue
-				}
-				if r.Value == nil {
-					delete(st.m, string(r.Key))
-				} else {
-					st.m[string(r.Key)] = bytes.Clone(r.Value)
-				}
-				applied++
-			}
-			read += at - pos[fp.Topic][fp.Partition]
-			pos[fp.Topic][fp.Partition] = at
-			if at >= end {
-				remaining--
-				cl.PauseFetchPartitions(map[string][]int32{fp.Topic: {fp.Partition}})
-			}
-		})
-		w.stats.Restored.Add(applied - counted) // live, for a restore-rate metric
-		counted = applied
-		if time.Since(lastLog) >= time.Second {
-			lastLog = time.Now()
-			w.log.Info("restoring state", "stores", set.names, "partitions", parts, "restored", applied, "of", total)
-			progress(total - read)
-		}
+		return nil, 0, fmt.Errorf("reading the changelogs: %w", err)
 	}
 	return states, applied, nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eosctl/eos/internal/rangeread"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -95,94 +96,26 @@ func snapshot(ctx context.Context, adm *kadm.Client, topics ...string) (map[stri
 }
 
 // readRanges reads the given ranges of topic with a read_committed consumer
-// of its own, calling fn for each data record, in offset order within each
-// partition (partitions interleave arbitrarily).
-//
-// Knowing when a partition is done is the subtle part. Under read_committed
-// the records just below the last stable offset may be commit or abort
-// markers, which a consumer normally never sees, so waiting for a data record
-// at End-1 could wait forever. The consumer therefore keeps control records
-// and counts them towards its position, while fn never sees them. One case
-// remains: if transactions were still open when the range was listed, the
-// offsets just below End can be data of an aborted transaction whose marker
-// lies beyond End; kgo drops those silently. The partition then completes
-// only when anything at or past End becomes visible — the open transaction's
-// own marker, for instance, which the broker writes at the latest when the
-// transaction times out. Records at or past End are never passed to fn, so
-// the result is exactly the snapshot that was listed.
+// of its own (internal/rangeread, which says how a range's end is found
+// under markers and open transactions), calling fn for each data record,
+// in offset order within each partition. It returns a *ShortReadError if
+// ctx ends first.
 func readRanges(ctx context.Context, opts []kgo.Opt, topic string, ranges []PartitionRange, fn func(*kgo.Record)) error {
-	type state struct{ pos, end int64 }
-	parts := make(map[int32]*state)
-	consume := make(map[int32]kgo.Offset)
+	rs := rangeread.Ranges{topic: {}}
 	for _, r := range ranges {
-		if r.End > r.Start {
-			parts[r.Partition] = &state{pos: r.Start, end: r.End}
-			consume[r.Partition] = kgo.NewOffset().AtStart()
+		rs[topic][r.Partition] = rangeread.Span{Start: r.Start, End: r.End}
+	}
+	err := rangeread.Read(ctx, opts, rs, rangeread.Options{}, fn)
+	var short *rangeread.ShortError
+	if errors.As(err, &short) {
+		e := &ShortReadError{Topic: topic, Err: short.Err}
+		for _, u := range short.Unread {
+			e.Partitions = append(e.Partitions, ShortPartition{u.Partition, u.At, u.End})
 		}
+		return e
 	}
-	if len(parts) == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(append(slices.Clip(opts),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	)...)
 	if err != nil {
-		return fmt.Errorf("verify: creating consumer for %s: %w", topic, err)
-	}
-	defer cl.Close()
-
-	for remaining := len(parts); remaining > 0; {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			e := &ShortReadError{Topic: topic, Err: ctx.Err()}
-			for p, s := range parts {
-				if s.pos < s.end {
-					e.Partitions = append(e.Partitions, ShortPartition{p, s.pos, s.end})
-				}
-			}
-			slices.SortFunc(e.Partitions, func(a, b ShortPartition) int { return int(a.Partition - b.Partition) })
-			return e
-		}
-		// kgo retries what can be retried; what reaches us is fatal for
-		// a judgment (including data loss: a reset would re-read records).
-		if err := fetchErr(fs); err != nil {
-			return err
-		}
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			s := parts[fp.Partition]
-			if s == nil || s.pos >= s.end {
-				return // buffered before the partition was paused
-			}
-			for _, r := range fp.Records {
-				if r.Offset < s.pos {
-					continue
-				}
-				s.pos = r.Offset + 1
-				if r.Offset >= s.end {
-					break
-				}
-				if !r.Attrs.IsControl() {
-					fn(r)
-				}
-			}
-			if s.pos >= s.end {
-				remaining--
-				cl.PauseFetchPartitions(map[string][]int32{topic: {fp.Partition}})
-			}
-		})
+		return fmt.Errorf("verify: %w", err)
 	}
 	return nil
-}
-
-// fetchErr returns the first error in fs, naming its partition.
-func fetchErr(fs kgo.Fetches) error {
-	var first error
-	fs.EachError(func(t string, p int32, err error) {
-		if first == nil {
-			first = fmt.Errorf("verify: reading %s[%d]: %w", t, p, err)
-		}
-	})
-	return first
 }

@@ -6,13 +6,13 @@ package committed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/eosctl/eos/inspect"
+	"github.com/eosctl/eos/internal/rangeread"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -42,67 +42,17 @@ func Read(ctx context.Context, opts []kgo.Opt, topic string) (map[int32][]*kgo.R
 	if err != nil {
 		return nil, fmt.Errorf("committed: listing offsets of %s: %w", topic, err)
 	}
-	type span struct{ pos, end int64 }
-	spans := map[int32]*span{}
-	consume := map[int32]kgo.Offset{}
 	out := map[int32][]*kgo.Record{}
+	rs := rangeread.Ranges{topic: {}}
 	ends.Each(func(o kadm.ListedOffset) {
 		s, _ := starts.Lookup(topic, o.Partition)
 		out[o.Partition] = nil
-		if o.Offset > s.Offset {
-			spans[o.Partition] = &span{s.Offset, o.Offset}
-			consume[o.Partition] = kgo.NewOffset().At(s.Offset)
-		}
+		rs[topic][o.Partition] = rangeread.Span{Start: s.Offset, End: o.Offset}
 	})
-	if len(spans) == 0 {
-		return out, nil
-	}
-	cl, err = kgo.NewClient(append(slices.Clip(opts),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(), // markers count towards the position
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("committed: creating consumer: %w", err)
-	}
-	defer cl.Close()
-	for remaining := len(spans); remaining > 0; {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("committed: reading %s: %w", topic, err)
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if ferr == nil && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("committed: reading %s[%d]: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return nil, ferr
-		}
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			s := spans[fp.Partition]
-			if s == nil || s.pos >= s.end {
-				return
-			}
-			for _, r := range fp.Records {
-				if r.Offset < s.pos {
-					continue
-				}
-				if r.Offset >= s.end {
-					s.pos = s.end
-					break
-				}
-				s.pos = r.Offset + 1
-				if !r.Attrs.IsControl() {
-					out[fp.Partition] = append(out[fp.Partition], r)
-				}
-			}
-			if s.pos >= s.end {
-				remaining--
-				cl.PauseFetchPartitions(map[string][]int32{topic: {fp.Partition}})
-			}
-		})
+	if err := rangeread.Read(ctx, opts, rs, rangeread.Options{}, func(r *kgo.Record) {
+		out[r.Partition] = append(out[r.Partition], r)
+	}); err != nil {
+		return nil, fmt.Errorf("committed: reading %s: %w", topic, err)
 	}
 	return out, nil
 }

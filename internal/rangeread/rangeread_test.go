@@ -1,0 +1,88 @@
+package rangeread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos/broker"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A range ending under commit markers and aborted records completes and
+// yields exactly the committed data records inside it, in order; a range
+// ending inside a transaction still open cannot complete, and ctx's end
+// says how far each partition got.
+func TestReadYieldsTheCommittedRecordsOfARangeAndSaysWhereItStopped(t *testing.T) {
+	b, err := broker.Start(broker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
+	cl, err := kgo.NewClient(append(opts, kgo.TransactionalID("rr"), kgo.DefaultProduceTopic("t"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	// Offsets: 0-2 committed, 3 marker, 4-5 aborted, 6 marker, 7-8
+	// committed, 9 marker, then 10-11 of a transaction left open.
+	txn := func(end string, vals ...string) { // end: commit, abort or open
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if end != "open" {
+			if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(end == "commit")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	txn("commit", "a", "b", "c")
+	txn("abort", "x", "y")
+	txn("commit", "d", "e")
+	txn("open", "open1", "open2")
+
+	read := func(ctx context.Context, s Span) ([]string, error) {
+		var got []string
+		err := Read(ctx, opts, Ranges{"t": {0: s}}, Options{}, func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		return got, err
+	}
+	for _, c := range []struct {
+		span Span
+		want string
+	}{
+		{Span{0, 10}, "[a b c d e]"}, // ends on a marker
+		{Span{1, 7}, "[b c]"},        // ends on a marker after aborted records
+		{Span{4, 9}, "[d e]"},        // starts inside the aborted transaction
+		{Span{5, 5}, "[]"},           // empty
+	} {
+		got, err := read(ctx, c.span)
+		if err != nil || fmt.Sprint(got) != c.want && !(c.want == "[]" && got == nil) {
+			t.Errorf("Read %+v = %v, %v; want %s", c.span, got, err, c.want)
+		}
+	}
+	short, stop := context.WithTimeout(ctx, time.Second)
+	defer stop()
+	got, err := read(short, Span{7, 12})
+	var se *ShortError
+	if !errors.As(err, &se) || len(se.Unread) != 1 || se.Unread[0].End != 12 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("reading into an open transaction: %v, %v; want a ShortError for t[0] ending at 12", got, err)
+	}
+	if fmt.Sprint(got) != "[d e]" {
+		t.Fatalf("before stopping short, read %v, want [d e]", got)
+	}
+}
