@@ -170,4 +170,3 @@ func pick(offs Offsets, parts map[string][]int32) []PartitionOffsets {
 	}
 	return out
 }
-
