@@ -12,9 +12,9 @@ import (
 	"sync"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/exprnames"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
@@ -105,36 +105,19 @@ func CompileExpr(what, src string) (*Expr, error) {
 		return nil, eos.BadConfig("sink.Config", "%s: expression %q does not compile: %s", what, src, firstLine(err.Error()))
 	}
 	e := &Expr{Src: src, prog: prog}
-	c := &identCollector{}
-	root := prog.Node()
-	ast.Walk(&root, c)
-	if len(c.callees) > 0 {
-		return nil, eos.BadConfig("sink.Config", "%s: expression %q calls unknown function %s()", what, src, c.callees[0])
+	c := exprnames.Of(prog.Node())
+	if len(c.Callees) > 0 {
+		return nil, eos.BadConfig("sink.Config", "%s: expression %q calls unknown function %s()", what, src, c.Callees[0])
 	}
-	for _, id := range c.idents {
+	for _, id := range c.Idents {
 		if id == "$env" {
 			e.allFields = true
 		}
-		if id != "$env" && !slices.Contains(metaVars, id) && !slices.Contains(c.lets, id) && !slices.Contains(e.fields, id) {
+		if id != "$env" && !slices.Contains(metaVars, id) && !slices.Contains(c.Lets, id) && !slices.Contains(e.fields, id) {
 			e.fields = append(e.fields, id)
 		}
 	}
 	return e, nil
-}
-
-type identCollector struct{ idents, callees, lets []string }
-
-func (c *identCollector) Visit(n *ast.Node) {
-	switch x := (*n).(type) {
-	case *ast.IdentifierNode:
-		c.idents = append(c.idents, x.Value)
-	case *ast.CallNode:
-		if id, ok := x.Callee.(*ast.IdentifierNode); ok {
-			c.callees = append(c.callees, id.Value)
-		}
-	case *ast.VariableDeclaratorNode:
-		c.lets = append(c.lets, x.Name)
-	}
 }
 
 func firstLine(s string) string {

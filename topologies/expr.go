@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eosctl/eos/internal/exprnames"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -79,13 +80,12 @@ func (d *doc) compile(line int, key, src string, kind exprKind) (*expression, er
 		return nil, fail("expression %q does not compile: %s", src, msg)
 	}
 	e := &expression{src: src, where: fmt.Sprintf("%s:%d: %s", d.file, line, key), prog: prog}
-	c := &identCollector{}
 	root := prog.Node()
-	ast.Walk(&root, c)
-	if len(c.callees) > 0 {
-		return nil, fail("expression %q calls unknown function %s()", src, c.callees[0])
+	c := exprnames.Of(root)
+	if len(c.Callees) > 0 {
+		return nil, fail("expression %q calls unknown function %s()", src, c.Callees[0])
 	}
-	for _, id := range c.idents {
+	for _, id := range c.Idents {
 		switch {
 		case id == "$env":
 			e.allFields = true
@@ -94,7 +94,7 @@ func (d *doc) compile(line int, key, src string, kind exprKind) (*expression, er
 			if !slices.Contains(e.meta, id) {
 				e.meta = append(e.meta, id)
 			}
-		case slices.Contains(c.lets, id), slices.Contains(e.fields, id):
+		case slices.Contains(c.Lets, id), slices.Contains(e.fields, id):
 		default:
 			e.fields = append(e.fields, id)
 		}
@@ -103,57 +103,11 @@ func (d *doc) compile(line int, key, src string, kind exprKind) (*expression, er
 		e.ident = id.Value
 	}
 	if d.warn != nil {
-		for _, f := range c.nilCompared {
+		for _, f := range c.NilCompared {
 			d.warn(fmt.Sprintf("%s:%d: %s: expression %q compares $env.%s, which is nil when the field is absent, and nil compares with nothing: every record without it is dead-lettered; give it a default, e.g. ($env.%s ?? 0)", d.file, line, key, src, f, f))
 		}
 	}
 	return e, nil
-}
-
-type identCollector struct {
-	idents, callees, lets []string
-	// nilCompared are the fields read as $env.NAME, nil when absent, that
-	// an ordering comparison takes as they are (without ?? DEFAULT).
-	nilCompared []string
-}
-
-func (c *identCollector) Visit(n *ast.Node) {
-	switch x := (*n).(type) {
-	case *ast.BinaryNode:
-		if slices.Contains([]string{"<", ">", "<=", ">="}, x.Operator) {
-			for _, side := range []ast.Node{x.Left, x.Right} {
-				if f, ok := envField(side); ok && !slices.Contains(c.nilCompared, f) {
-					c.nilCompared = append(c.nilCompared, f)
-				}
-			}
-		}
-	case *ast.IdentifierNode:
-		c.idents = append(c.idents, x.Value)
-	case *ast.CallNode:
-		if id, ok := x.Callee.(*ast.IdentifierNode); ok {
-			c.callees = append(c.callees, id.Value)
-		}
-	case *ast.VariableDeclaratorNode:
-		c.lets = append(c.lets, x.Name)
-	}
-}
-
-// envField reports whether n reads a field through $env ($env.NAME or
-// $env["NAME"]), and which.
-func envField(n ast.Node) (string, bool) {
-	m, ok := n.(*ast.MemberNode)
-	if !ok {
-		return "", false
-	}
-	id, ok := m.Node.(*ast.IdentifierNode)
-	if !ok || id.Value != "$env" {
-		return "", false
-	}
-	name, ok := m.Property.(*ast.StringNode)
-	if !ok {
-		return "", false
-	}
-	return name.Value, true
 }
 
 func firstLine(s string) string {
