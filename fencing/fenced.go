@@ -38,8 +38,9 @@ func IsFenced(err error) (Reason, bool) {
 	return "", false
 }
 
-// FencedError is returned by a worker that has been fenced. Its message is
-// the one-line explanation printed before the worker exits with code 3.
+// FencedError is returned by a worker that has been fenced: another
+// incarnation took over, and this one must stop without committing. Its
+// message is a one-line explanation fit for an operator.
 type FencedError struct {
 	TransactionalID string
 	Reason          Reason

@@ -72,7 +72,7 @@ type Fenced struct {
 // (InitProducerId), which bumps the id's epoch: the coordinator aborts the
 // transaction the id has open, writing abort markers to all of its
 // partitions, and any live producer still using the id is fenced (an eos
-// worker then exits with code 3). The id's transaction timeout is kept as
+// worker then stops with a *fencing.FencedError). The id's transaction timeout is kept as
 // the coordinator had it. opts must reach the cluster (seed brokers, TLS,
 // SASL) and must not set a transactional id. An id the coordinator does not
 // know wraps ErrNotFound.
