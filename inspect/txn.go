@@ -99,7 +99,7 @@ func DescribeTransactions(ctx context.Context, adm *kadm.Client, ids ...string) 
 		out = append(out, fromDescribed(d))
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("transactional id %s: %w (ListTransactions shows the known ones)", strings.Join(missing, ", "), ErrNotFound)
+		return nil, fmt.Errorf("transactional id %s: %w", strings.Join(missing, ", "), ErrNotFound)
 	}
 	return out, nil
 }

@@ -105,6 +105,9 @@ it. An unknown id is bad input (exit code 2).`,
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			return txnRun(g, func(ctx context.Context, c *adminConn) error {
 				ts, err := inspect.DescribeTransactions(ctx, c.adm, ids...)
+				if errors.Is(err, inspect.ErrNotFound) {
+					return fmt.Errorf("%w (`eosctl txn list` shows the known ones)", err)
+				}
 				if err != nil {
 					return err
 				}
