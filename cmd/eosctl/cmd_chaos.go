@@ -10,6 +10,7 @@ import (
 
 	"github.com/eosctl/eos/internal/chaos"
 	"github.com/eosctl/eos/internal/kafkacluster"
+	"github.com/eosctl/eos/internal/seed"
 	"github.com/spf13/cobra"
 )
 
@@ -88,6 +89,9 @@ the same scenarios in a short form. Exits 1 if any scenario fails.`,
 					logs = os.Stderr
 				}
 				res, err := chaos.RunOn(ctx, cluster, s, self, sz, logs)
+				if res != nil {
+					fmt.Fprintf(os.Stderr, "  %s: %s\n", s.Name, seed.Replay(res.Seed))
+				}
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "  %s: %v\n", s.Name, err)
 					failed++

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eosctl/eos/internal/eosctltest"
 	"github.com/eosctl/eos/internal/kafkacluster"
+	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/testbroker"
 )
 
@@ -79,6 +80,7 @@ func TestScenariosPreserveExactlyOnce(t *testing.T) {
 			res, err := RunOn(ctx, cluster, s, bin, Short, logs)
 			if res != nil {
 				results = append(results, res)
+				t.Logf("%s: %s", s.Name, seed.Replay(res.Seed))
 			}
 			if err != nil {
 				t.Fatalf("%v\nlogs:\n%s", err, logs.b.String())

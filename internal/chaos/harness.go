@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"regexp"
 	"sort"
@@ -40,6 +41,9 @@ type harness struct {
 	bin  string
 	logs io.Writer
 	dir  string
+	// rng draws the scenario's random instants and victims, from the seed
+	// in its Result; one goroutine (the scenario's faults) uses it.
+	rng *rand.Rand
 
 	// topology is what `eosctl run` runs, the topology and its flags;
 	// passthrough if empty.

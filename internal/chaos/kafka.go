@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -159,7 +158,7 @@ func (h *harness) rotateLeaders(ctx context.Context, app string) error {
 // randomNode picks a node of the Apache Kafka cluster.
 func (h *harness) randomNode() int32 {
 	ns := h.kafka.Nodes()
-	return ns[rand.IntN(len(ns))].ID
+	return ns[h.rng.IntN(len(ns))].ID
 }
 
 // moveKafkaLeaders is moveLeaders on Apache Kafka: how 0 and 2 rotate the

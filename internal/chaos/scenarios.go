@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/kafkacluster"
+	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -51,6 +51,9 @@ type Result struct {
 	// stopped early or its faults proved nothing.
 	Error   string        `json:"error,omitempty"`
 	Elapsed time.Duration `json:"elapsed_ns"`
+	// Seed seeded the scenario's random instants and victims; EOS_TEST_SEED
+	// set to it replays them (seed.Replay).
+	Seed uint64 `json:"seed"`
 }
 
 // Stateful reports whether the row is of the aggregate topology.
@@ -182,17 +185,24 @@ func Run(ctx context.Context, s Scenario, bin string, sz Size, logs io.Writer) (
 }
 
 // RunOn runs one scenario against the Apache Kafka cluster kafka (see
-// StartKafka), or on embedded brokers when kafka is nil. On Apache Kafka
+// StartKafka), or on embedded brokers when kafka is nil. Its random
+// instants and victims are drawn from the seed in EOS_TEST_SEED, or a fresh
+// one, returned in Result.Seed. On Apache Kafka
 // every broker-side fault is made with the cluster's own processes and
 // proxies: nodes SIGKILLed at arbitrary instants or stopped with SIGTERM,
 // the coordinator's node lost, leaders moved by reassignment and election,
 // responses dropped or held by the proxies.
 func RunOn(ctx context.Context, kafka *kafkacluster.Cluster, s Scenario, bin string, sz Size, logs io.Writer) (*Result, error) {
+	sd, err := seed.Draw()
+	if err != nil {
+		return nil, err
+	}
 	h, err := newHarness(bin, logs)
 	if err != nil {
 		return nil, err
 	}
 	h.kafka = kafka
+	h.rng = seed.New(sd)
 	defer h.close()
 	if s.OnlyKafka && kafka == nil {
 		return nil, fmt.Errorf("%s: runs only against Apache Kafka", s.Name)
@@ -200,7 +210,7 @@ func RunOn(ctx context.Context, kafka *kafkacluster.Cluster, s Scenario, bin str
 	topology := cmp.Or(s.Topology, topologyPassthrough)
 	w := newWorkload(topology)
 	defer w.close()
-	res := &Result{Scenario: s.Name, Topology: topology}
+	res := &Result{Scenario: s.Name, Topology: topology, Seed: sd}
 	start := time.Now()
 	err = s.run(ctx, h, sz, res, w)
 	res.Elapsed = time.Since(start)
@@ -480,7 +490,7 @@ func singlePartitionOrder(ctx context.Context, h *harness, sz Size, res *Result,
 	return runWith(ctx, h, sz, res, w, "order", 1, 2, nil, func() error {
 		for i := range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults))
-			name := fmt.Sprintf("order-%d", rand.IntN(2))
+			name := fmt.Sprintf("order-%d", h.rng.IntN(2))
 			if err := h.killAndRestart(ctx, name); err != nil {
 				return err
 			}

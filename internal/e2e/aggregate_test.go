@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
+	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/eosctl/eos/pipeline"
@@ -44,7 +44,7 @@ func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
 	in := verify.NewAggregateInput("agg-in", n, 7)
 	produced := make(chan error, 1)
 	go func() { produced <- in.Produce(e.ctx, e.cl, rate) }()
-	rng := rand.New(rand.NewPCG(7, 7))
+	rng := seed.Rand(t) // the kill instants
 
 	run := func(i int) *supervise.Proc {
 		return e.topologyWorker("aggregate", "agg", i, "agg-in", "agg-out", "--config", cfg)

@@ -1,13 +1,13 @@
 package e2e
 
 import (
-	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/seed"
 )
 
 // Workers SIGKILLed at random moments, several of them with a transaction
@@ -28,10 +28,11 @@ func TestExactlyOnceThroughCrashLoop(t *testing.T) {
 		e.worker("crash", i, "crash-in", "crash-out")
 		procs[i] = len(e.procs) - 1
 	}
+	rng := seed.Rand(t) // the kill instants and victims
 	midTxn := 0
 	for k := range kills {
-		time.Sleep(time.Duration(500+rand.IntN(1000)) * time.Millisecond)
-		i := rand.IntN(workers)
+		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
+		i := rng.IntN(workers)
 		// Every other kill waits for an open transaction, so that at least
 		// half of them land mid-transaction for certain.
 		if k%2 == 0 && admin.WaitOngoing(e.ctx, e.cl, "crash-"+strconv.Itoa(i), 3*time.Second) {

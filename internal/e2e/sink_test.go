@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/dbtest"
+	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/sink"
@@ -117,9 +117,11 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 	e.waitStored(db, group, "sink-in", 5_000, time.Minute)
 	t.Logf("%s: sink 0 committing; starting sink 1", time.Since(began).Round(time.Millisecond))
 	procs = append(procs, e.sinkProc(1, srv.DSN, mapping, group, "sink-in", extra...)) // 1 -> 2
+	// The kill instants and victims, from a logged seed.
+	rng := seed.Rand(t)
 	midTxn, restarted := 0, false
 	for k := range kills {
-		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
 		if k == kills/2 {
 			if got := storedSum(t, db, group, "sink-in"); got >= n {
 				t.Fatalf("the sinks finished (%d) before the server restart: the restart would not be mid-run", got)
@@ -130,7 +132,7 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 			restarted = true
 			t.Logf("%s: database server restarted", time.Since(began).Round(time.Millisecond))
 		}
-		i := rand.IntN(len(procs))
+		i := rng.IntN(len(procs))
 		p := procs[i]
 		if k%2 == 0 {
 			// Wait for a batch written and not yet committed.
