@@ -13,6 +13,7 @@ import (
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/testbroker"
+	"github.com/eosctl/eos/internal/testenv"
 )
 
 var bin string
@@ -38,6 +39,17 @@ func (s *syncBuf) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
+}
+
+// inShort are the rows `go test -short` runs, a few seconds each: workers
+// SIGKILLed mid-transaction on one partition (order kept), and responses
+// lost after the broker applied them (EndTxn included: neither a duplicate
+// nor a torn transaction), for a copy and for the aggregate topology. The
+// full suite (make test, CI) runs every row.
+var inShort = map[string]bool{
+	"single-partition-order":   true,
+	"lost-responses":           true,
+	"aggregate-lost-responses": true,
 }
 
 // Every scenario, in its short form, ends with exactly-once intact: for a
@@ -74,6 +86,9 @@ func TestScenariosPreserveExactlyOnce(t *testing.T) {
 			continue // listed in RELIABILITY.md under Apache Kafka only
 		}
 		t.Run(s.Name, func(t *testing.T) {
+			if !inShort[s.Name] {
+				testenv.Long(t)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			logs := &syncBuf{}
@@ -96,6 +111,7 @@ func TestScenariosPreserveExactlyOnce(t *testing.T) {
 // A short soak: the sampling works, exactly-once holds, and the workers'
 // memory is measured (the 30-minute run is `make soak`, not CI).
 func TestSoakSamplesAndStaysExactlyOnce(t *testing.T) {
+	testenv.Long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := Soak(ctx, bin, 6*time.Second, 5000, time.Second, nil)

@@ -3,7 +3,8 @@
 // processes, each scenario judged by verify (read_committed, after the
 // faults) and by a read_committed reader running during them.
 //
-// `go test ./internal/chaos/` runs every scenario in a short form; `eosctl chaos`
+// `go test ./internal/chaos/` runs every scenario in a short form (with
+// -short only three of them, chaos_test.go's inShort); `eosctl chaos`
 // (and `make chaos`) runs the long form and prints the table published in
 // RELIABILITY.md.
 package chaos

@@ -15,6 +15,7 @@ import (
 	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/internal/testbroker"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
 )
@@ -27,6 +28,7 @@ import (
 // Late records and poison pills are in the dead-letter topic exactly once,
 // naming their original input record.
 func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
+	testenv.Long(t)
 	const (
 		n    = 100_000
 		rate = 8_000

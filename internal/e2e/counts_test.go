@@ -9,6 +9,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 )
 
@@ -19,6 +20,7 @@ import (
 // it commits on the way out: once with everything in that last
 // transaction (--commit-interval 1h), once with input still arriving.
 func TestPassthroughCountsAgreeAfterSIGINT(t *testing.T) {
+	testenv.Long(t)
 	e := newEnv(t, broker.Config{})
 	e.produce("cnt-in", 20000, 3, 0)
 	late := e.produceAsync("cnt2-in", 100000, 3, 10000)

@@ -8,6 +8,7 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/seed"
+	"github.com/eosctl/eos/internal/testenv"
 )
 
 // Workers SIGKILLed at random moments, several of them with a transaction
@@ -15,6 +16,7 @@ import (
 // nothing, as seen both by a read_committed reader during the faults and by
 // verify afterwards.
 func TestExactlyOnceThroughCrashLoop(t *testing.T) {
+	testenv.Long(t)
 	const (
 		n       = 300_000
 		workers = 3

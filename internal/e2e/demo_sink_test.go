@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/eosctl/eos/internal/demo"
+	"github.com/eosctl/eos/internal/testenv"
 )
 
 // TestDemoSinkShowsDuplicatesOnlyInTheNaiveSink: `eosctl demo sink`, with
@@ -15,6 +16,7 @@ import (
 // naive sink's duplicate rows, none in eosctl sink's table through the same
 // kills and replay, and reconcile finding and repairing the planted rows.
 func TestDemoSinkShowsDuplicatesOnlyInTheNaiveSink(t *testing.T) {
+	testenv.Long(t)
 	out := filepath.Join(t.TempDir(), "demo.json")
 	cmd := exec.CommandContext(t.Context(), eosctl, "demo", "sink", "--records", "6000", "--kills", "2", "--json", out)
 	if b, err := cmd.CombinedOutput(); err != nil {

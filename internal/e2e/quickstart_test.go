@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/eosctl/eos/internal/quickstart"
+	"github.com/eosctl/eos/internal/testenv"
 )
 
 // The quickstart, run as a user runs it (the real binary, re-executing
@@ -13,6 +14,7 @@ import (
 // mid-transaction, and its summary is computed, not asserted: verify's
 // counts are real and the kills really happened.
 func TestQuickstartPassesVerifyAfterKills(t *testing.T) {
+	testenv.Long(t)
 	out, err := exec.Command(eosctl, "quickstart", "--records", "200000", "--kills", "3", "--json").Output()
 	if err != nil {
 		t.Fatalf("quickstart failed: %v\n%s", err, out)

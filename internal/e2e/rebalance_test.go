@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/testenv"
 )
 
 // Scaling 1 → 3 → 1 workers while records flow moves partitions mid-
 // transaction twice; exactly-once holds, and the added workers really did
 // take over partitions (they committed transactions of their own).
 func TestExactlyOnceAcrossRebalances(t *testing.T) {
+	testenv.Long(t)
 	const n = 150_000
 	e := newEnv(t, broker.Config{})
 	produced := e.produceAsync("rebal-in", n, 6, 25_000)

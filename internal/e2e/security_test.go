@@ -22,6 +22,7 @@ import (
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/internal/testbroker"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -197,6 +198,7 @@ func (s *secureEnv) secureRun(app string, timeout time.Duration, extra ...string
 // A worker connected with SCRAM-SHA-256 over TLS copies exactly once, and its
 // password appears nowhere in its output.
 func TestWorkerOverTLSWithSCRAMIsExactlyOnce(t *testing.T) {
+	testenv.Long(t)
 	s := newSecureEnv(t, map[string]string{"sec": ""})
 	s.produce("sec-in", 20_000, 3, 0)
 	if _, _, err := admin.EnsureTopic(s.ctx, s.cl, "sec-out", 3, nil); err != nil {

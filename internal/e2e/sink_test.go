@@ -14,6 +14,7 @@ import (
 	"github.com/eosctl/eos/internal/dbtest"
 	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/supervise"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/sink"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -82,6 +83,7 @@ func queryInt(t *testing.T, db *sink.DB, q string) int64 {
 // key (which it can only if there are no duplicates) and the whole topic is
 // replayed from offset 0: the table is unchanged.
 func TestSinkExactlyOnceIntoTheTableThroughKillsRebalancesAndADatabaseRestart(t *testing.T) {
+	testenv.Long(t)
 	for _, kind := range dbtest.Kinds {
 		t.Run(dbtest.Name(kind), func(t *testing.T) { sinkExactlyOnce(t, kind) })
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/internal/testbroker"
+	"github.com/eosctl/eos/internal/testenv"
 )
 
 // kafkaTransactions runs Apache Kafka's own kafka-transactions.sh
@@ -65,6 +66,7 @@ func (e *env) kafkaTransactions(args ...string) []map[string]string {
 // abort by transactional id ends it, Kafka's tool then sees it aborted, and
 // the LSO reaches the high watermark.
 func TestTxnCommandsAgreeWithKafkasTransactionsTool(t *testing.T) {
+	testenv.Long(t)
 	e := newEnv(t, broker.Config{BrokerConfigs: map[string]string{"transaction.max.timeout.ms": "3600000"}})
 	const topic = "tools-in"
 	e.produce(topic, 100, 1, 0) // an idempotent producer: DescribeProducers lists it

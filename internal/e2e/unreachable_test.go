@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/testenv"
 )
 
 // silentListener returns the address of a "broker" that accepts
@@ -41,6 +42,7 @@ func silentListener(t *testing.T) string {
 // not Kafka's, nothing listening, TLS on one side only, SASL on one side
 // only.
 func TestUnreachableBrokersFailWithinTheDefaultTimeoutNamingTheCause(t *testing.T) {
+	testenv.Long(t)
 	e := newEnv(t, broker.Config{})
 	silent, kafka, refused := silentListener(t), e.b.Addrs()[0], freeAddr(t)
 	for _, tc := range []struct {

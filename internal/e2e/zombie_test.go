@@ -8,6 +8,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/testenv"
 )
 
 // A worker frozen (SIGSTOP) with its transaction open, past its session
@@ -15,6 +16,7 @@ import (
 // fenced when it wakes: it exits with code 3 and a message naming its
 // transactional.id, and its half-written transaction never becomes visible.
 func TestZombieIsFencedAndExitsWithCode3(t *testing.T) {
+	testenv.Long(t)
 	const n = 80_000
 	e := newEnv(t, broker.Config{})
 	produced := e.produceAsync("zombie-in", n, 3, 10_000)
