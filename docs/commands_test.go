@@ -20,6 +20,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/eosctltest"
+	"github.com/eosctl/eos/internal/testenv"
 )
 
 // eosctl is the binary under test, built once by TestMain.
@@ -59,6 +60,7 @@ var brokerCommand = regexp.MustCompile(`(^|[\s;&|(])eosctl broker `)
 // counted and logged, not run. A block that is not a shell block but holds
 // "$ " command lines fails: a transcript must be ```console to be run.
 func TestEveryCommandBlockInTheDocsRuns(t *testing.T) {
+	testenv.Long(t) // 40-60s on 2 cores, the README's million-record quickstart most of it
 	root := repoRoot(t)
 	blocks, err := allBlocks(root)
 	if err != nil {
