@@ -100,6 +100,7 @@ at results, not for bulk export. It joins no group and commits nothing.`,
 // waitFor > 0 it polls until the topic exists and holds at least waitFor
 // records, or ctx ends; the error then says how far it got.
 func readTopic(ctx context.Context, c *adminConn, topic string, waitFor int) ([]*kgo.Record, error) {
+	seen, lastErr := -1, error(nil) // the last complete read's count, and the last error that was not the timeout
 	for {
 		_, err := admin.Partitions(ctx, c.cl, topic)
 		var rs []*kgo.Record
@@ -111,12 +112,20 @@ func readTopic(ctx context.Context, c *adminConn, topic string, waitFor int) ([]
 		if waitFor <= 0 || (err == nil && len(rs) >= waitFor) {
 			return rs, err
 		}
+		switch {
+		case err == nil:
+			seen = len(rs)
+		case ctx.Err() == nil:
+			lastErr = err
+		}
 		select {
 		case <-ctx.Done():
-			if err != nil {
-				return nil, fmt.Errorf("waiting for %d records on %s: %w", waitFor, topic, err)
+			// A read cut by the timeout says nothing: report the last
+			// one that finished.
+			if seen < 0 && lastErr != nil {
+				return nil, fmt.Errorf("waiting for %d records on %s: %w", waitFor, topic, lastErr)
 			}
-			return nil, fmt.Errorf("waiting for %d records on %s: %d after --read-timeout: %w", waitFor, topic, len(rs), ctx.Err())
+			return nil, fmt.Errorf("waiting for %d records on %s: %d after --read-timeout: %w", waitFor, topic, max(seen, 0), ctx.Err())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -28,7 +28,7 @@ func TestConsumeWaitForWaitsForTheTopicAndItsRecords(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 3 {
 		t.Fatalf("consume --wait-for 3 on a topic written a second later: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	code, _, errs = e.cli("consume", "--topic", "later", "--wait-for", "5", "--read-timeout", "1s")
+	code, _, errs = e.cli("consume", "--topic", "later", "--wait-for", "5", "--read-timeout", "3s")
 	if code != 1 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "eosctl: waiting for 5 records on later: 3 after --read-timeout") {
 		t.Errorf("consume --wait-for 5 on 3 records: exit %d, stderr %q; want 1 and one line saying 3", code, errs)
 	}
