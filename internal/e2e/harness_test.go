@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -279,4 +280,39 @@ func (e *env) requireExactlyOnce(in, out string, tl *verify.Tail, n int64) {
 		}
 		e.t.Logf("%s; %s", rep.Summary(), tr)
 	}
+}
+
+// eventsSnapshot copies the events the workers have written so far.
+func (e *env) eventsSnapshot() []pipeline.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.events)
+}
+
+// produceAsyncCtx is produceAsync under ctx: canceling it ends the
+// production early (the records acknowledged by then are the input).
+func (e *env) produceAsyncCtx(ctx context.Context, topic string, n int64, partitions int32, rate int) <-chan error {
+	e.t.Helper()
+	if _, _, err := admin.EnsureTopic(e.ctx, e.cl, topic, partitions, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := datagen.Produce(ctx, e.cl, datagen.Config{Topic: topic, Count: n, Size: 100, Partitions: partitions, Rate: rate})
+		done <- err
+	}()
+	return done
+}
+
+// endOffsets sums the high watermarks of topic's partitions: its record
+// count, for a topic written without transactions.
+func (e *env) endOffsets(topic string) int64 {
+	e.t.Helper()
+	offs, err := kadm.NewClient(e.cl).ListEndOffsets(e.ctx, topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var n int64
+	offs.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
 }
