@@ -12,6 +12,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/testbroker"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,6 +31,7 @@ import (
 // EndTxn and never answers CONCURRENT_TRANSACTIONS, so there the two
 // runs are alike.
 func TestConcurrentTransactionsDoNotStallCommits(t *testing.T) {
+	testenv.Long(t)
 	const (
 		parts    = 3
 		rate     = 2000

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/fencing"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,6 +36,7 @@ import (
 // brokers rotate the id (kfake does so in its epoch bump too), so the drill
 // runs in both suites.
 func TestEpochExhaustionRotatesProducerIDTwiceExactlyOnce(t *testing.T) {
+	testenv.Long(t)
 	const (
 		app, in, out = "epoch", "epoch-in", "epoch-out"
 		parts        = 3
