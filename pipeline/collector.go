@@ -31,6 +31,7 @@ type collector struct {
 	in          *Record
 	index       int
 	pending     []*kgo.Record
+	noKey       bool  // Config.NoIdempotencyKey
 	err         error // an Emit to an unknown output name
 }
 
@@ -110,6 +111,9 @@ func (c *collector) source() []byte {
 // idempotency key, as when the input is another eos app's output, and adds
 // this record's key.
 func (c *collector) headers(hs []kgo.RecordHeader) []kgo.RecordHeader {
+	if c.noKey {
+		return withoutInternal(hs, len(hs))
+	}
 	return append(withoutInternal(hs, len(hs)+1), kgo.RecordHeader{Key: IdempotencyKeyHeader, Value: idempotencyKey(c.in, c.index)})
 }
 

@@ -93,6 +93,15 @@ type Config struct {
 	// after consecutive failures before it gives up; 0 means 5 minutes.
 	GiveUpAfter time.Duration
 
+	// NoIdempotencyKey leaves the IdempotencyKeyHeader off output records.
+	// The header is for consumers that cannot read with read_committed (or
+	// sinks outside Kafka) to deduplicate on; read_committed consumers do
+	// not need it, and on small records it is a large share of the bytes
+	// written (about 30 bytes of header on a 100-byte value). Off, those
+	// consumers have nothing stable to deduplicate on. Internal records
+	// (repartition, changelog) never carry it either way.
+	NoIdempotencyKey bool
+
 	// ClientOpts carry the seed brokers and any TLS or SASL settings.
 	ClientOpts []kgo.Opt
 
@@ -213,6 +222,7 @@ func New(cfg Config, t Transform) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, id: id, t: t, log: log, pace: newPacer(cfg), lay: lay, state: newStateSet(lay)}
 	w.col.output = cfg.Output
+	w.col.noKey = cfg.NoIdempotencyKey
 	w.col.outputs = lay.outputs
 	w.col.repartition = lay.repartition
 	return w, nil

@@ -20,6 +20,8 @@ func newRunCmd(g *globals) *cobra.Command {
 		topo   topologies.Options
 		mopts  runMetrics
 		abort  float64
+		// idemKey is the flag's positive form of Config.NoIdempotencyKey.
+		idemKey bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run TOPOLOGY --app APP --instance ID --input TOPIC[,TOPIC...] --output TOPIC",
@@ -43,7 +45,9 @@ input does not race it; then it is bad input (exit 2).
 
 The output topic is created if missing (partitions: as the first input). Every
 output record carries an eos-idempotency-key header naming its source
-record, for consumers that cannot read with read_committed.
+record, for consumers that cannot read with read_committed;
+--idempotency-key=false leaves it off (read_committed consumers do not need
+it, and it is about a quarter of the bytes of a 100-byte record).
 
 With --commit-interval auto the worker chooses its interval as it runs: the
 shortest that keeps the time it spends committing (flush, offset commit,
@@ -103,6 +107,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 				return err
 			}
 			cfg.StartTimeout = g.timeout
+			cfg.NoIdempotencyKey = !idemKey
 			for _, in := range strings.Split(inputs, ",") {
 				if in = strings.TrimSpace(in); in != "" {
 					cfg.Inputs = append(cfg.Inputs, in)
@@ -161,6 +166,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 	f.Int32Var(&cfg.OutputPartitions, "output-partitions", 0, "partitions of the output topic if it is created (default: as the first input)")
 	autoIntervalFlags(f, &cfg.CommitInterval, &cfg.AutoInterval, &cfg.OverheadBudget, &cfg.MaxCommitInterval,
 		"how often to commit, counted from the start of the previous commit (default 100ms), or auto: the shortest interval that keeps commits under --eos-overhead-budget")
+	f.BoolVar(&idemKey, "idempotency-key", true, "add the eos-idempotency-key header to every output record (false: leave it off; only read_committed consumers are then exactly-once)")
 	f.IntVar(&cfg.MaxTxnRecords, "max-txn-records", 0, "commit once a transaction has consumed this many records (0: no limit)")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	f.DurationVar(&cfg.TransactionTimeout, "transaction-timeout", 0, "transaction.timeout.ms: the coordinator aborts a transaction open longer (default 60s)")
