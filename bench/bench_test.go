@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,8 +41,9 @@ func tinyConfig() Config {
 }
 
 // A short in-process benchmark produces a report whose every file is
-// well-formed, whose runs alternate the two modes, and whose ratio is the
-// median of the per-round ratios of the measured runs, not a constant.
+// well-formed, whose runs alternate the three modes, each verified exactly
+// once, and whose ratios are the medians of the per-round ratios of the
+// measured runs, not constants.
 func TestShortBenchWritesEveryOutputFromBothModes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -78,7 +80,7 @@ func TestShortBenchWritesEveryOutputFromBothModes(t *testing.T) {
 	if err := WriteTable(&table, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"interval", "40ms", "auto", "rtt 1ms"} {
+	for _, want := range []string{"interval", "40ms", "auto", "rtt 1ms", "bare", "vs bare", "2/2"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}
@@ -87,17 +89,21 @@ func TestShortBenchWritesEveryOutputFromBothModes(t *testing.T) {
 
 func checkCell(t *testing.T, c Cell, cfg Config) {
 	t.Helper()
-	if len(c.Runs) != 2*cfg.Repeat || c.Rounds != cfg.Repeat {
-		t.Fatalf("cell %s: %d runs over %d rounds, want %d over %d", c.Interval, len(c.Runs), c.Rounds, 2*cfg.Repeat, cfg.Repeat)
+	if len(c.Runs) != len(AllModes)*cfg.Repeat || c.Rounds != cfg.Repeat {
+		t.Fatalf("cell %s: %d runs over %d rounds, want %d over %d", c.Interval, len(c.Runs), c.Rounds, len(AllModes)*cfg.Repeat, cfg.Repeat)
 	}
-	var ratios []float64
+	var ratios, bareRatios []float64
 	for round := 1; round <= cfg.Repeat; round++ {
 		b, okb := findRun(c.Runs, round, ModeBaseline)
 		e, oke := findRun(c.Runs, round, ModeEOS)
-		if !okb || !oke {
-			t.Fatalf("cell %s round %d lacks a mode (baseline %v, eos %v)", c.Interval, round, okb, oke)
+		x, okx := findRun(c.Runs, round, ModeBare)
+		if !okb || !oke || !okx {
+			t.Fatalf("cell %s round %d lacks a mode (baseline %v, bare %v, eos %v)", c.Interval, round, okb, okx, oke)
 		}
-		for _, r := range []RunResult{b, e} {
+		for _, r := range []RunResult{b, x, e} {
+			if !r.Verified || r.Duplicates != 0 || r.Missing != 0 {
+				t.Fatalf("cell %s round %d %s: output not verified exactly once (%d duplicates, %d missing)", c.Interval, round, r.Mode, r.Duplicates, r.Missing)
+			}
 			if r.RPS <= 0 || r.Commits == 0 || r.CommittedRec < cfg.Records {
 				t.Fatalf("cell %s round %d %s: %.0f rec/s from %d commits of %d records", c.Interval, round, r.Mode, r.RPS, r.Commits, r.CommittedRec)
 			}
@@ -110,18 +116,23 @@ func checkCell(t *testing.T, c Cell, cfg Config) {
 			}
 		}
 		ratios = append(ratios, e.RPS/b.RPS)
+		bareRatios = append(bareRatios, e.RPS/x.RPS)
 	}
 	if want := median(ratios); math.Abs(c.Ratio-want) > 1e-12 {
 		t.Fatalf("cell %s: ratio %v, but the median of the per-round eos/baseline ratios is %v", c.Interval, c.Ratio, want)
+	}
+	if want := median(bareRatios); math.Abs(c.BareRatio-want) > 1e-12 || c.BareRPS <= 0 || c.BareCPUSecPerM <= 0 {
+		t.Fatalf("cell %s: eos/bare %v (bare %.0f rec/s, %.2f CPU s/M), but the median of the per-round ratios is %v", c.Interval, c.BareRatio, c.BareRPS, c.BareCPUSecPerM, want)
 	}
 	if math.Abs(c.LossPct-(1-c.Ratio)*100) > 1e-9 || c.RatioMin > c.Ratio || c.RatioMax < c.Ratio {
 		t.Fatalf("cell %s: loss %.3f%%, ratio %.3f in [%.3f, %.3f]", c.Interval, c.LossPct, c.Ratio, c.RatioMin, c.RatioMax)
 	}
 	if c.Interval == "auto" {
 		b, _ := findRun(c.Runs, 1, ModeBaseline)
+		x, _ := findRun(c.Runs, 1, ModeBare)
 		e, _ := findRun(c.Runs, 1, ModeEOS)
-		if b.Interval != "auto" || e.OpenP50Ms <= 0 {
-			t.Fatalf("auto cell: baseline run labelled %q, eos open time %.1f ms", b.Interval, e.OpenP50Ms)
+		if b.Interval != "auto" || x.Interval != "auto" || e.OpenP50Ms <= 0 {
+			t.Fatalf("auto cell: baseline run labelled %q, bare %q, eos open time %.1f ms", b.Interval, x.Interval, e.OpenP50Ms)
 		}
 	}
 }
@@ -155,7 +166,7 @@ func checkJSON(t *testing.T, path string, rep *Report) {
 	if len(doc.Cells) != len(rep.Cells) {
 		t.Fatalf("bench.json has %d cells, want %d", len(doc.Cells), len(rep.Cells))
 	}
-	for _, k := range []string{"interval", "size", "baseline_rps", "eos_rps", "ratio", "commit_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "runs"} {
+	for _, k := range []string{"interval", "size", "baseline_rps", "eos_rps", "bare_rps", "eos_vs_bare", "bare_commit_p99_ms", "bare_cpu_s_per_m", "ratio", "commit_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "runs"} {
 		if _, ok := doc.Cells[0][k]; !ok {
 			t.Errorf("bench.json cells lack %q", k)
 		}
@@ -248,6 +259,15 @@ func TestBadConfigurationsAreClearErrors(t *testing.T) {
 	if _, err := ParseSizes("100,big"); !errors.Is(err, eos.ErrConfig) {
 		t.Errorf("unparsable size: %v", err)
 	}
+	if _, err := ParseModes("baseline,fast"); !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), "fast") {
+		t.Errorf("unknown mode: %v", err)
+	}
+	if _, err := ParseModes("eos,bare,eos"); !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("duplicate mode: %v", err)
+	}
+	if ms, err := ParseModes(" bare, eos "); err != nil || !slices.Equal(ms, []Mode{ModeBare, ModeEOS}) {
+		t.Errorf("ParseModes(bare,eos) = %v, %v", ms, err)
+	}
 	for name, c := range map[string]struct {
 		mod  func(*Config)
 		want string
@@ -260,6 +280,9 @@ func TestBadConfigurationsAreClearErrors(t *testing.T) {
 		"rtt with brokers":   {func(c *Config) { c.Brokers = []string{"kafka:9092"} }, "rtt"},
 		"negative rtt":       {func(c *Config) { c.RTT = -time.Millisecond }, "rtt"},
 		"budget too large":   {func(c *Config) { c.OverheadBudget = 0.9 }, "budget"},
+		"bare aggregate":     {func(c *Config) { c.Topology = "wordcount" }, "bare"},
+		"auto without eos":   {func(c *Config) { c.Modes = []Mode{ModeBaseline, ModeBare} }, "auto"},
+		"duplicate mode":     {func(c *Config) { c.Modes = []Mode{ModeEOS, ModeEOS} }, "modes"},
 		"negative repeat":    {func(c *Config) { c.Repeat = -1 }, "repeat"},
 	} {
 		cfg := tinyConfig()

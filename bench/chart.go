@@ -36,8 +36,9 @@ func CheckChartPath(path string) error {
 }
 
 // WriteChart draws two panels against the commit interval (log scale), one
-// line per record size: throughput of both modes (eos solid, baseline
-// dashed), and the eos throughput loss in percent. An auto cell is drawn as a
+// line per record size and mode: throughput (eos solid, baseline dashed,
+// bare dotted), and eos's throughput loss in percent against the baseline
+// (solid) and against the bare loop (dotted). An auto cell is drawn as a
 // triangle at the interval it settled on. The format follows path's
 // extension (.svg or .png); the file is written atomically.
 func WriteChart(path string, r *Report) error {
@@ -78,11 +79,11 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 	rps.Title.Text = fmt.Sprintf("%s throughput, %s broker, rtt %s", p.Topology, p.Broker, p.RTT)
 	rps.Y.Label.Text = "records/s (median of rounds)"
 	loss.Title.Text = "exactly-once throughput loss"
-	loss.Y.Label.Text = "loss vs baseline, % (median of rounds)"
+	loss.Y.Label.Text = "eos loss vs baseline (solid), bare (dotted), %"
 	var ticks plot.ConstantTicks
 	seen := map[float64]bool{}
 	for i, size := range p.Sizes {
-		var eos, base, lossPts, autoRPS, autoLoss plotter.XYs
+		var eos, base, bare, lossPts, bareLoss, autoRPS, autoLoss plotter.XYs
 		for _, c := range r.Cells {
 			if c.Size != size || c.Rounds == 0 {
 				continue
@@ -100,11 +101,21 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 				autoLoss = append(autoLoss, plotter.XY{X: x, Y: c.LossPct})
 				continue
 			}
-			eos = append(eos, plotter.XY{X: x, Y: c.EOSRPS})
-			base = append(base, plotter.XY{X: x, Y: c.BaselineRPS})
-			lossPts = append(lossPts, plotter.XY{X: x, Y: c.LossPct})
+			if c.EOSRPS > 0 {
+				eos = append(eos, plotter.XY{X: x, Y: c.EOSRPS})
+			}
+			if c.BaselineRPS > 0 {
+				base = append(base, plotter.XY{X: x, Y: c.BaselineRPS})
+			}
+			if c.BaselineRPS > 0 {
+				lossPts = append(lossPts, plotter.XY{X: x, Y: c.LossPct})
+			}
+			if c.BareRPS > 0 {
+				bare = append(bare, plotter.XY{X: x, Y: c.BareRPS})
+				bareLoss = append(bareLoss, plotter.XY{X: x, Y: (1 - c.BareRatio) * 100})
+			}
 		}
-		for _, xys := range []plotter.XYs{eos, base, lossPts} {
+		for _, xys := range []plotter.XYs{eos, base, bare, lossPts, bareLoss} {
 			sort.Slice(xys, func(a, b int) bool { return xys[a].X < xys[b].X })
 		}
 		col := plotutil.Color(i)
@@ -115,7 +126,14 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 		if err := addLine(rps, base, col, []vg.Length{vg.Points(5), vg.Points(3)}, "baseline "+label); err != nil {
 			return nil, nil, err
 		}
-		if err := addLine(loss, lossPts, col, nil, label); err != nil {
+		dotted := []vg.Length{vg.Points(1.5), vg.Points(2.5)}
+		if err := addLine(rps, bare, col, dotted, "bare "+label); err != nil {
+			return nil, nil, err
+		}
+		if err := addLine(loss, lossPts, col, nil, "vs baseline "+label); err != nil {
+			return nil, nil, err
+		}
+		if err := addLine(loss, bareLoss, col, dotted, "vs bare "+label); err != nil {
 			return nil, nil, err
 		}
 		for _, a := range []struct {

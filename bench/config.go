@@ -1,12 +1,19 @@
 // Package bench measures what exactly-once costs: it runs the same topology
-// over the same pre-produced input in two modes, one after the other, on the
-// same brokers, and reports the difference.
+// over the same pre-produced input in up to three modes, one after the
+// other, on the same brokers, and reports the differences.
 //
 //   - baseline: an at-least-once copy loop (see RunBaseline): idempotent
 //     producer with acks=all, a read_uncommitted consumer group, and every
 //     commit interval a flush followed by a plain synchronous OffsetCommit.
+//   - bare: the exactly-once copy loop a user would write by hand on a
+//     kgo.GroupTransactSession (see RunBare), without eos's engine: what
+//     the engine costs, or saves, over writing the loop yourself.
 //   - eos: the real worker of package pipeline (transactions,
 //     read_committed, offsets committed inside the transaction).
+//
+// After each drain the output is read back with read_committed (package
+// verify) and must hold every input record exactly once, in input order per
+// partition; an exactly-once mode that fails the check fails the benchmark.
 //
 // Each run has two phases. In the drain phase the copier consumes a backlog
 // of Config.Records records as fast as it can; throughput, commit timings,
@@ -16,11 +23,11 @@
 // long each took from the producer's clock to the consumer's. Latency is not
 // measured on the backlog: there it would only measure the backlog's age.
 //
-// Runs alternate between the modes (baseline, eos, baseline, eos, ...) and
+// Runs alternate between the modes (baseline, bare, eos, baseline, ...) and
 // the whole sweep is repeated Config.Repeat times, so that drift on a noisy
 // machine hits both modes alike; cells report medians over rounds and the
-// ratio as the median of the per-round eos/baseline ratios, whose pairs ran
-// back to back.
+// ratios as the medians of the per-round eos/baseline and eos/bare ratios,
+// whose runs ran back to back.
 package bench
 
 import (
@@ -39,13 +46,40 @@ import (
 
 // Every error about the configuration is an *eos.ConfigError.
 
-// Mode is one of the two ways a run copies its input.
+// Mode is one of the ways a run copies its input.
 type Mode string
 
 const (
 	ModeBaseline Mode = "baseline" // at-least-once: idempotent producer, OffsetCommit after a flush
+	ModeBare     Mode = "bare"     // a hand-written GroupTransactSession loop
 	ModeEOS      Mode = "eos"      // the pipeline worker: transactions, read_committed
 )
+
+// AllModes are the modes in the order a cell runs them by default.
+var AllModes = []Mode{ModeBaseline, ModeBare, ModeEOS}
+
+// ParseModes parses a comma-separated list such as "baseline,bare,eos".
+// The order given is the order a cell runs them in.
+func ParseModes(s string) ([]Mode, error) {
+	var out []Mode
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		m := Mode(f)
+		if !slices.Contains(AllModes, m) {
+			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare or eos", f)
+		}
+		if slices.Contains(out, m) {
+			return nil, eos.BadConfig("bench.Config.Modes", "mode %q is listed twice", f)
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, eos.BadConfig("bench.Config.Modes", "no modes in %q", s)
+	}
+	return out, nil
+}
 
 // Interval is one commit interval of the sweep: a fixed duration, or Auto
 // (the worker adapts it to its overhead budget; see pipeline.Config).
@@ -112,6 +146,9 @@ func ParseSizes(s string) ([]int, error) {
 // the documented default run except for RTT, which the command line sets to
 // 1ms and the library leaves at 0 (none) unless told.
 type Config struct {
+	// Modes to run in every cell, in this order; default AllModes. An
+	// auto interval needs eos (the others commit as often as it chose).
+	Modes []Mode
 	// Intervals to sweep; default 10ms, 100ms, 1s.
 	Intervals []Interval
 	// Sizes are record value sizes in bytes; default 100 and 1024.
@@ -154,6 +191,11 @@ type Config struct {
 	// LatencyDuration is how long the latency phase produces; 0 means
 	// max(1s, 3 commit intervals).
 	LatencyDuration time.Duration
+
+	// NoIdempotencyKey runs the eos copiers without the idempotency-key
+	// header (pipeline.Config.NoIdempotencyKey, eosctl run
+	// --idempotency-key=false), to measure what the header costs.
+	NoIdempotencyKey bool
 
 	// InProcess runs the copiers as goroutines of this process instead of
 	// child processes. CPU and peak RSS then cover the whole process,
@@ -213,6 +255,14 @@ func (c *Config) validate() error {
 	}
 	if len(c.Sizes) == 0 {
 		c.Sizes = []int{100, 1024}
+	}
+	if len(c.Modes) == 0 {
+		c.Modes = slices.Clone(AllModes)
+	}
+	for i, m := range c.Modes {
+		if !slices.Contains(AllModes, m) || slices.Contains(c.Modes[:i], m) {
+			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos at most once", c.Modes)
+		}
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -274,6 +324,12 @@ func (c *Config) validate() error {
 	}
 	if _, err := topologies.Lookup(c.Topology); err != nil {
 		return eos.BadConfig("bench.Config.Topology", "%w", err)
+	}
+	if slices.Contains(c.Modes, ModeBare) && c.Topology != "passthrough" {
+		return eos.BadConfig("bench.Config.Modes", "the bare mode only copies (passthrough); drop it from the modes to benchmark %s", c.Topology)
+	}
+	if slices.ContainsFunc(c.Intervals, func(i Interval) bool { return i.Auto }) && !slices.Contains(c.Modes, ModeEOS) {
+		return eos.BadConfig("bench.Config.Modes", "an auto interval needs the eos mode, which chooses it")
 	}
 	// The auto settings are the pipeline's; let it judge them.
 	probe := pipeline.Config{App: "bench", Instance: "0", Inputs: []string{"in"}, Output: "out",

@@ -80,12 +80,17 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 			bc := BaselineConfig{Group: job.app, Inputs: job.inputs, Output: job.output, CommitInterval: job.interval.Fixed,
 				Transform: t, ClientOpts: opts, Logger: cfg.Logger, OnEvent: onEvent}
 			run = func(ctx context.Context) error { return RunBaseline(ctx, bc) }
+		case ModeBare:
+			bc := BareConfig{Group: job.app, Inputs: job.inputs, Output: job.output, CommitInterval: job.interval.Fixed,
+				ClientOpts: opts, Logger: cfg.Logger, OnEvent: onEvent}
+			run = func(ctx context.Context) error { return RunBare(ctx, bc) }
 		case ModeEOS:
 			w, err := pipeline.New(pipeline.Config{
 				App: job.app, Instance: strconv.Itoa(i), Inputs: job.inputs, Output: job.output,
 				CommitInterval: job.interval.Fixed, AutoInterval: job.interval.Auto,
 				OverheadBudget: cfg.OverheadBudget, MaxCommitInterval: cfg.MaxCommitInterval,
-				ClientOpts: opts, Logger: cfg.Logger, OnEvent: onEvent,
+				NoIdempotencyKey: cfg.NoIdempotencyKey,
+				ClientOpts:       opts, Logger: cfg.Logger, OnEvent: onEvent,
 			}, t)
 			if err != nil {
 				cancel()
@@ -122,7 +127,7 @@ func (f *inProcess) stop() (int64, error) {
 
 // children runs each copier as a child process of the eosctl binary: the
 // eos mode as `eosctl run` (the real command, exactly as a user runs it),
-// the baseline as the hidden `eosctl bench baseline`. CPU and peak RSS are
+// the others as the hidden `eosctl bench baseline` and `eosctl bench bare`. CPU and peak RSS are
 // the children's own, without the broker or the latency consumer.
 type children struct {
 	procs []*child
@@ -171,8 +176,12 @@ func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJ
 func copierArgs(cfg *Config, brokers []string, job copyJob, i int) []string {
 	common := append([]string{"--brokers", strings.Join(brokers, ","), "--log-level", "warn",
 		"--input", strings.Join(job.inputs, ","), "--output", job.output}, cfg.ChildArgs...)
-	if job.mode == ModeBaseline {
+	switch job.mode {
+	case ModeBaseline:
 		return append([]string{"bench", "baseline", "--topology", cfg.Topology, "--group", job.app,
+			"--commit-interval", job.interval.Fixed.String()}, common...)
+	case ModeBare:
+		return append([]string{"bench", "bare", "--group", job.app,
 			"--commit-interval", job.interval.Fixed.String()}, common...)
 	}
 	// No metrics endpoint: the baseline has none, and a fixed port would
@@ -182,6 +191,9 @@ func copierArgs(cfg *Config, brokers []string, job copyJob, i int) []string {
 	if job.interval.Auto {
 		args = append(args, "--eos-overhead-budget", strconv.FormatFloat(cfg.OverheadBudget*100, 'g', -1, 64)+"%",
 			"--max-commit-interval", cfg.MaxCommitInterval.String())
+	}
+	if cfg.NoIdempotencyKey {
+		args = append(args, "--idempotency-key=false")
 	}
 	return args
 }

@@ -7,25 +7,39 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 )
 
 // WriteTable writes the report as the table `eosctl bench` prints: one row
-// per cell, medians over rounds, eos against baseline.
+// per cell and mode, medians over rounds, and each mode's throughput as a
+// ratio to the baseline's and eos's to the bare loop's (medians of per-round
+// ratios, with their spread for eos).
 func WriteTable(w io.Writer, r *Report) error {
 	p := r.Params
 	fmt.Fprintf(w, "%s broker, rtt %s, %s topology, %d partitions, %d worker(s), %d round(s), copiers as %s; %d cores, %s\n",
 		p.Broker, p.RTT, p.Topology, p.Partitions, p.Workers, p.Repeat, p.Copiers, p.Cores, p.GoVersion)
+	if p.NoIdempotencyKey {
+		fmt.Fprintln(w, "eos ran without the idempotency-key header (--eos-idempotency-key=false)")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "interval\tsize\tbaseline rec/s\teos rec/s\tratio (min-max)\tloss %\ttxn/s\tcommit p50/p99 ms\toverhead %\te2e p50/p99/max ms\tbaseline e2e p50/p99 ms\tCPU s/M base/eos\tRSS MiB base/eos\t")
+	fmt.Fprintln(tw, "interval\tsize\tmode\trec/s\tvs baseline (min-max)\tvs bare (min-max)\ttxn/s\tcommit p50/p99 ms\toverhead %\te2e p50/p99/max ms\tCPU s/M\tRSS MiB\tverified\t")
 	for _, c := range r.Cells {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.3f (%.3f-%.3f)\t%.1f\t%.1f\t%.1f/%.1f\t%.1f\t%.1f/%.1f/%.1f\t%.1f/%.1f\t%.2f/%.2f\t%.0f/%.0f\t\n",
-			c.Interval, c.Size, grouped(c.BaselineRPS), grouped(c.EOSRPS), c.Ratio, c.RatioMin, c.RatioMax, c.LossPct,
-			c.TxnPerSec, c.CommitP50Ms, c.CommitP99Ms, c.OverheadPct,
-			c.E2EP50Ms, c.E2EP99Ms, c.E2EMaxMs, c.BaselineE2EP50Ms, c.BaselineE2EP99Ms,
-			c.BaselineCPUSecPerM, c.EOSCPUSecPerM, c.BaselinePeakRSSMiB, c.EOSPeakRSSMiB)
+		for _, m := range modesOf(c, p.Modes) {
+			st := modeStats(c.Runs, m)
+			vsBase, vsBare := "-", "-"
+			if m != ModeBaseline {
+				vsBase = ratioCell(roundRatios(c.Runs, m, ModeBaseline))
+			}
+			if m == ModeEOS {
+				vsBare = ratioCell(roundRatios(c.Runs, m, ModeBare))
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.1f\t%.1f/%.1f\t%.1f\t%.1f/%.1f/%.1f\t%.2f\t%.0f\t%s\t\n",
+				c.Interval, c.Size, m, grouped(st.rps), vsBase, vsBare, st.txnPerSec, st.commitP50, st.commitP99, st.overhead,
+				st.e2eP50, st.e2eP99, st.e2eMax, st.cpuPerM, st.rss, st.verified)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -56,6 +70,73 @@ func WriteTable(w io.Writer, r *Report) error {
 	return nil
 }
 
+// modesOf returns the modes that ran in c, in the order of the run's modes.
+func modesOf(c Cell, order []Mode) []Mode {
+	if len(order) == 0 {
+		order = AllModes
+	}
+	var out []Mode
+	for _, m := range order {
+		if slices.ContainsFunc(c.Runs, func(r RunResult) bool { return r.Mode == m }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// tableRow is one mode of one cell: medians over its rounds.
+type tableRow struct {
+	rps, txnPerSec, commitP50, commitP99, overhead float64
+	e2eP50, e2eP99, e2eMax, cpuPerM, rss           float64
+	verified                                       string
+}
+
+func modeStats(runs []RunResult, m Mode) tableRow {
+	var rs []RunResult
+	for _, r := range runs {
+		if r.Mode == m {
+			rs = append(rs, r)
+		}
+	}
+	med := func(f func(RunResult) float64) float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r)
+		}
+		return median(xs)
+	}
+	ok := 0
+	for _, r := range rs {
+		if r.Verified {
+			ok++
+		}
+	}
+	row := tableRow{
+		rps:       med(func(r RunResult) float64 { return r.RPS }),
+		txnPerSec: med(func(r RunResult) float64 { return r.TxnPerSec }),
+		commitP50: med(func(r RunResult) float64 { return r.CommitP50Ms }),
+		commitP99: med(func(r RunResult) float64 { return r.CommitP99Ms }),
+		overhead:  med(func(r RunResult) float64 { return r.OverheadPct }),
+		e2eP50:    med(func(r RunResult) float64 { return r.E2EP50Ms }),
+		e2eP99:    med(func(r RunResult) float64 { return r.E2EP99Ms }),
+		cpuPerM:   med(func(r RunResult) float64 { return r.CPUSecPerM }),
+		verified:  fmt.Sprintf("%d/%d", ok, len(rs)),
+	}
+	for _, r := range rs {
+		row.e2eMax = max(row.e2eMax, r.E2EMaxMs)
+		row.rss = max(row.rss, r.PeakRSSMiB)
+	}
+	return row
+}
+
+// ratioCell formats the median of per-round ratios and their spread.
+func ratioCell(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f (%.3f-%.3f)", median(xs), minOf(xs), maxOf(xs))
+}
+
 // grouped formats n with thousands separators.
 func grouped(n float64) string {
 	s := strconv.FormatInt(int64(n+0.5), 10)
@@ -82,6 +163,10 @@ var csvColumns = []string{
 	"baseline_rps", "baseline_rps_min", "baseline_rps_max", "baseline_mbps",
 	"eos_rps", "eos_rps_min", "eos_rps_max", "eos_mbps",
 	"ratio", "ratio_min", "ratio_max", "loss_pct",
+	"bare_rps", "bare_rps_min", "bare_rps_max", "bare_mbps",
+	"eos_vs_bare", "eos_vs_bare_min", "eos_vs_bare_max", "bare_vs_baseline",
+	"bare_txn_per_s", "bare_commit_p50_ms", "bare_commit_p99_ms", "bare_overhead_pct",
+	"bare_e2e_p50_ms", "bare_e2e_p99_ms", "bare_e2e_max_ms", "bare_cpu_s_per_m", "bare_peak_rss_mib",
 	"txn_per_s", "baseline_commits_per_s", "commit_p50_ms", "commit_p99_ms",
 	"baseline_commit_p50_ms", "baseline_commit_p99_ms", "txn_p50_ms", "txn_p99_ms",
 	"open_p50_ms", "baseline_open_p50_ms", "overhead_pct", "baseline_overhead_pct",

@@ -35,6 +35,9 @@ type Params struct {
 	RTT         string  `json:"rtt"`
 	RTTMs       float64 `json:"rtt_ms"`
 
+	Modes            []Mode `json:"modes"`
+	NoIdempotencyKey bool   `json:"no_idempotency_key,omitempty"`
+
 	Topology   string   `json:"topology"`
 	Intervals  []string `json:"intervals"`
 	Sizes      []int    `json:"sizes"`
@@ -93,11 +96,19 @@ type RunResult struct {
 	Aborted      int     `json:"aborted"`
 	Reinits      int     `json:"reinits"`
 	CommittedRec int64   `json:"committed_records"`
+
+	// Verified says the output held every backlog record exactly once and
+	// in order, read with read_committed after the drain; Duplicates and
+	// Missing are the check's counts.
+	Verified   bool  `json:"verified"`
+	Duplicates int64 `json:"duplicates"`
+	Missing    int64 `json:"missing"`
 }
 
-// Cell is one (interval, size) of the sweep: medians over rounds of both
-// modes, and their ratio. Unprefixed latency and commit figures are the eos
-// mode's; baseline_ ones the baseline's.
+// Cell is one (interval, size) of the sweep: medians over rounds of every
+// mode, and their ratios. Unprefixed latency and commit figures are the eos
+// mode's; baseline_ and bare_ ones the other modes'. A mode that did not run
+// leaves its figures and ratios 0.
 type Cell struct {
 	Interval string `json:"interval"`
 	Size     int    `json:"size"`
@@ -120,6 +131,19 @@ type Cell struct {
 	RatioMax float64 `json:"ratio_max"`
 	LossPct  float64 `json:"loss_pct"`
 
+	BareRPS    float64 `json:"bare_rps"`
+	BareRPSMin float64 `json:"bare_rps_min"`
+	BareRPSMax float64 `json:"bare_rps_max"`
+	BareMBps   float64 `json:"bare_mbps"`
+	// BareRatio is the median over rounds of eos_rps/bare_rps: what eos's
+	// engine costs (< 1) or saves (> 1) against the hand-written loop.
+	BareRatio    float64 `json:"eos_vs_bare"`
+	BareRatioMin float64 `json:"eos_vs_bare_min"`
+	BareRatioMax float64 `json:"eos_vs_bare_max"`
+	// BareVsBaseline is the median over rounds of bare_rps/baseline_rps:
+	// the cost of exactly-once through franz-go alone.
+	BareVsBaseline float64 `json:"bare_vs_baseline"`
+
 	TxnPerSec          float64 `json:"txn_per_s"`
 	BaselineCommitsSec float64 `json:"baseline_commits_per_s"`
 	CommitP50Ms        float64 `json:"commit_p50_ms"`
@@ -130,6 +154,10 @@ type Cell struct {
 	TxnP99Ms           float64 `json:"txn_p99_ms"`
 	OpenP50Ms          float64 `json:"open_p50_ms"`
 	BaselineOpenP50Ms  float64 `json:"baseline_open_p50_ms"`
+	BareCommitsSec     float64 `json:"bare_txn_per_s"`
+	BareCommitP50      float64 `json:"bare_commit_p50_ms"`
+	BareCommitP99      float64 `json:"bare_commit_p99_ms"`
+	BareOverhead       float64 `json:"bare_overhead_pct"`
 	// OverheadPct is the share of the drain spent committing (busy);
 	// LiveOverheadPct the share of the latency phase (lightly loaded).
 	OverheadPct      float64 `json:"overhead_pct"`
@@ -146,11 +174,16 @@ type Cell struct {
 	BaselineE2EP50Ms float64 `json:"baseline_e2e_p50_ms"`
 	BaselineE2EP99Ms float64 `json:"baseline_e2e_p99_ms"`
 	BaselineE2EMaxMs float64 `json:"baseline_e2e_max_ms"`
+	BareE2EP50Ms     float64 `json:"bare_e2e_p50_ms"`
+	BareE2EP99Ms     float64 `json:"bare_e2e_p99_ms"`
+	BareE2EMaxMs     float64 `json:"bare_e2e_max_ms"`
 
 	EOSCPUSecPerM      float64 `json:"eos_cpu_s_per_m"`
 	BaselineCPUSecPerM float64 `json:"baseline_cpu_s_per_m"`
 	EOSPeakRSSMiB      float64 `json:"eos_peak_rss_mib"`
 	BaselinePeakRSSMiB float64 `json:"baseline_peak_rss_mib"`
+	BareCPUSecPerM     float64 `json:"bare_cpu_s_per_m"`
+	BarePeakRSSMiB     float64 `json:"bare_peak_rss_mib"`
 
 	Aborted int `json:"aborted"`
 	Reinits int `json:"reinits"`
@@ -192,28 +225,36 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 	}
 	med := func(m Mode, f func(RunResult) float64) float64 { return median(pick(m, f)) }
 	rps := func(r RunResult) float64 { return r.RPS }
-	base, eos := pick(ModeBaseline, rps), pick(ModeEOS, rps)
-	c.Rounds = min(len(base), len(eos))
-	c.BaselineRPS, c.BaselineRPSMin, c.BaselineRPSMax = median(base), minOf(base), maxOf(base)
-	c.EOSRPS, c.EOSRPSMin, c.EOSRPSMax = median(eos), minOf(eos), maxOf(eos)
-	c.BaselineMBps = med(ModeBaseline, func(r RunResult) float64 { return r.MBps })
-	c.EOSMBps = med(ModeEOS, func(r RunResult) float64 { return r.MBps })
-
-	var ratios []float64
-	for round := 1; ; round++ {
-		b, okb := findRun(runs, round, ModeBaseline)
-		e, oke := findRun(runs, round, ModeEOS)
-		if !okb && !oke {
-			break
-		}
-		if okb && oke && b.RPS > 0 {
-			ratios = append(ratios, e.RPS/b.RPS)
+	base, bare, eos := pick(ModeBaseline, rps), pick(ModeBare, rps), pick(ModeEOS, rps)
+	for _, xs := range [][]float64{base, bare, eos} {
+		if len(xs) > 0 && (c.Rounds == 0 || len(xs) < c.Rounds) {
+			c.Rounds = len(xs)
 		}
 	}
+	c.BaselineRPS, c.BaselineRPSMin, c.BaselineRPSMax = median(base), minOf(base), maxOf(base)
+	c.BareRPS, c.BareRPSMin, c.BareRPSMax = median(bare), minOf(bare), maxOf(bare)
+	c.EOSRPS, c.EOSRPSMin, c.EOSRPSMax = median(eos), minOf(eos), maxOf(eos)
+	c.BaselineMBps = med(ModeBaseline, func(r RunResult) float64 { return r.MBps })
+	c.BareMBps = med(ModeBare, func(r RunResult) float64 { return r.MBps })
+	c.EOSMBps = med(ModeEOS, func(r RunResult) float64 { return r.MBps })
+
+	ratios := roundRatios(runs, ModeEOS, ModeBaseline)
 	c.Ratio, c.RatioMin, c.RatioMax = median(ratios), minOf(ratios), maxOf(ratios)
 	if len(ratios) > 0 {
 		c.LossPct = (1 - c.Ratio) * 100
 	}
+	bareRatios := roundRatios(runs, ModeEOS, ModeBare)
+	c.BareRatio, c.BareRatioMin, c.BareRatioMax = median(bareRatios), minOf(bareRatios), maxOf(bareRatios)
+	c.BareVsBaseline = median(roundRatios(runs, ModeBare, ModeBaseline))
+	c.BareCommitsSec = med(ModeBare, func(r RunResult) float64 { return r.TxnPerSec })
+	c.BareCommitP50 = med(ModeBare, func(r RunResult) float64 { return r.CommitP50Ms })
+	c.BareCommitP99 = med(ModeBare, func(r RunResult) float64 { return r.CommitP99Ms })
+	c.BareOverhead = med(ModeBare, func(r RunResult) float64 { return r.OverheadPct })
+	c.BareE2EP50Ms = med(ModeBare, func(r RunResult) float64 { return r.E2EP50Ms })
+	c.BareE2EP99Ms = med(ModeBare, func(r RunResult) float64 { return r.E2EP99Ms })
+	c.BareE2EMaxMs = maxOf(pick(ModeBare, func(r RunResult) float64 { return r.E2EMaxMs }))
+	c.BareCPUSecPerM = med(ModeBare, func(r RunResult) float64 { return r.CPUSecPerM })
+	c.BarePeakRSSMiB = maxOf(pick(ModeBare, func(r RunResult) float64 { return r.PeakRSSMiB }))
 
 	c.TxnPerSec = med(ModeEOS, func(r RunResult) float64 { return r.TxnPerSec })
 	c.BaselineCommitsSec = med(ModeBaseline, func(r RunResult) float64 { return r.TxnPerSec })
@@ -248,6 +289,23 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 		c.Reinits += r.Reinits
 	}
 	return c
+}
+
+// roundRatios returns, for every round in which both modes ran, the
+// throughput of num over that of den: pairs that ran back to back, so that
+// the machine's drift cancels out of each ratio.
+func roundRatios(runs []RunResult, num, den Mode) []float64 {
+	var out []float64
+	for round := 1; ; round++ {
+		n, okn := findRun(runs, round, num)
+		d, okd := findRun(runs, round, den)
+		if !okn && !okd {
+			return out
+		}
+		if okn && okd && d.RPS > 0 {
+			out = append(out, n.RPS/d.RPS)
+		}
+	}
 }
 
 func findRun(runs []RunResult, round int, m Mode) (RunResult, bool) {

@@ -14,6 +14,7 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -128,18 +129,19 @@ func (b *bencher) produceInputs(ctx context.Context) error {
 }
 
 func (b *bencher) totalRuns() int {
-	return 2 * b.cfg.Repeat * len(b.cfg.Sizes) * len(b.cfg.Intervals)
+	return len(b.cfg.Modes) * b.cfg.Repeat * len(b.cfg.Sizes) * len(b.cfg.Intervals)
 }
 
-// sweep runs every cell in every round. Within a cell the baseline runs
-// first and the eos mode right after it, except in auto cells, where eos
-// runs first so that the baseline can commit as often as eos chose to.
+// sweep runs every cell in every round. Within a cell the modes run one
+// right after the other in the order of Config.Modes, except in auto cells,
+// where eos runs first so that the others can commit as often as eos chose
+// to.
 func (b *bencher) sweep(ctx context.Context) error {
 	for round := 1; round <= b.cfg.Repeat; round++ {
 		for _, size := range b.cfg.Sizes {
 			for _, iv := range b.cfg.Intervals {
 				if !iv.Auto {
-					for _, m := range []Mode{ModeBaseline, ModeEOS} {
+					for _, m := range b.cfg.Modes {
 						if _, err := b.run(ctx, round, m, iv, iv, size); err != nil {
 							return err
 						}
@@ -153,8 +155,13 @@ func (b *bencher) sweep(ctx context.Context) error {
 				// The interval auto settled on: its median transaction, less
 				// the commit. Rounded to a millisecond for the command line.
 				chosen := max(time.Duration(e.OpenP50Ms*float64(time.Millisecond)).Round(time.Millisecond), time.Millisecond)
-				if _, err := b.run(ctx, round, ModeBaseline, iv, Interval{Fixed: chosen}, size); err != nil {
-					return err
+				for _, m := range b.cfg.Modes {
+					if m == ModeEOS {
+						continue
+					}
+					if _, err := b.run(ctx, round, m, iv, Interval{Fixed: chosen}, size); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -211,6 +218,9 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 	log.mu.Lock()
 	st := drain(log.commits, res.Records)
 	log.mu.Unlock()
+	if err := b.verify(ctx, &res, job); err != nil {
+		return res, fmt.Errorf("bench: %s: %w", name, err)
+	}
 
 	dur := b.cfg.latencyDuration(cellIv)
 	probe := &latencyProbe{opts: b.opts, mode: mode, input: job.inputs[1], output: job.output, size: size,
@@ -245,6 +255,27 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 	b.runs = append(b.runs, res)
 	b.cfg.Logger.Debug("bench run done", "run", name, "rps", int(res.RPS), "e2e_p99_ms", res.E2EP99Ms)
 	return res, nil
+}
+
+// verify reads the backlog and the run's output with read_committed, as
+// they stand after the drain (the live records of the latency phase are not
+// produced yet), and records the verdict. Duplicates are what at-least-once
+// allows, so they fail only the exactly-once modes; a missing record or an
+// order violation fails any mode.
+func (b *bencher) verify(ctx context.Context, res *RunResult, job copyJob) error {
+	rep, err := verify.Run(ctx, b.opts, verify.Config{Input: job.inputs[0], Output: job.output, Timeout: b.cfg.RunTimeout})
+	if err != nil {
+		return fmt.Errorf("verifying the output: %w", err)
+	}
+	res.Verified, res.Duplicates, res.Missing = rep.OK(), rep.Duplicates, rep.Missing
+	switch {
+	case rep.OK():
+		return nil
+	case res.Mode == ModeBaseline && rep.Missing == 0 && rep.Unexpected == 0 && rep.OrderViolations == 0:
+		b.cfg.Logger.Warn("the at-least-once baseline duplicated records", "summary", rep.Summary())
+		return nil
+	}
+	return fmt.Errorf("the %s output is not an exactly-once copy of the input: %s", res.Mode, rep.Summary())
 }
 
 func (b *bencher) createTopic(ctx context.Context, topic string) error {
@@ -291,6 +322,7 @@ func (b *bencher) params() Params {
 		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(),
 		Broker: "embedded", RTT: c.RTT.String(), RTTMs: ms(c.RTT),
+		Modes: c.Modes, NoIdempotencyKey: c.NoIdempotencyKey,
 		Topology: c.Topology, Sizes: c.Sizes, Partitions: c.Partitions, Workers: c.Workers, Repeat: c.Repeat,
 		OverheadBudget: c.OverheadBudget, MaxCommitInterval: c.MaxCommitInterval.String(), LatencyRate: c.LatencyRate,
 		LatencyDurationNote: "max(1s, 3 commit intervals)",
@@ -312,7 +344,7 @@ func (b *bencher) params() Params {
 		p.CPUScope = "the whole bench process over the drain: copiers plus, if embedded, the broker"
 		p.RSSScope = "the whole bench process's peak RSS (VmHWM, reset at each run's start): copiers, the bench's clients and, if embedded, the broker with every backlog in memory"
 	} else {
-		p.Copiers = "child processes (eosctl run for eos, eosctl bench baseline for the baseline)"
+		p.Copiers = "child processes (eosctl run for eos, eosctl bench baseline and bench bare for the others)"
 		p.CPUScope = "the copier processes only, from process start to the end of the drain (/proc/<pid>/stat, 10ms ticks)"
 		p.RSSScope = "the largest copier process's peak RSS since exec (VmHWM from /proc/<pid>/status, read before it is stopped)"
 	}

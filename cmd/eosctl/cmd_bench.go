@@ -22,6 +22,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var (
 		cfg                bench.Config
 		intervals, sizes   string
+		modes              string
+		eosIdemKey         bool
 		jsonPath, csvPath  string
 		charts             []string
 		cpuProfile         string
@@ -38,23 +40,38 @@ func newBenchCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure what exactly-once costs: eos against an at-least-once baseline, in one run",
-		Long: `Runs the same topology over the same pre-produced input in two modes, on the
-same brokers, alternating baseline and eos for --repeat rounds:
+		Short: "Measure what exactly-once costs: eos against an at-least-once baseline and a hand-written loop, in one run",
+		Long: `Runs the same topology over the same pre-produced input in up to three modes
+(--modes, default all three, run in that order in every cell), on the same
+brokers, for --repeat rounds:
 
   baseline  at-least-once: idempotent producer (acks=all), read_uncommitted
             consumer group, and every commit interval a flush followed by a
             plain synchronous OffsetCommit;
+  bare      exactly-once by hand: the minimal franz-go GroupTransactSession
+            loop (poll, produce each record to the same partition of the
+            output, End once the transaction is a commit interval old), with
+            kgo's defaults and none of eos's features; what the engine costs
+            or saves over writing the loop yourself (passthrough only);
   eos       the real worker (eosctl run): transactions, read_committed, the
             offsets committed inside the transaction.
+
+After each drain the output is read back with read_committed and must hold
+every input record exactly once and in order per partition; bare or eos
+failing that check fails the benchmark (the baseline may duplicate: that is
+what at-least-once allows, and the run says so).
 
 Each run drains a backlog of --records records (throughput, commit timings,
 commit overhead, CPU), then measures end-to-end latency on live records
 produced at --latency-rate: from the producer's clock to the moment a
 read_committed (eos) or read_uncommitted (baseline) consumer of the output
 sees the record. The sweep covers every --intervals x --sizes cell; each cell
-reports medians over rounds, the eos/baseline ratio (median of the per-round
-ratios of runs that ran back to back) and its spread.
+reports, per mode, medians over rounds of throughput, commit stalls (p50/p99
+of flush + offset commit + EndTxn), the share of time spent committing,
+end-to-end latency and CPU seconds per million records, and the eos/baseline
+and eos/bare ratios (medians of the per-round ratios of runs that ran back to
+back) with their spread. --eos-idempotency-key=false runs eos without its
+per-record idempotency-key header, to measure what the header costs.
 
 The broker is embedded unless --brokers is given explicitly; it injects
 --rtt (default 1ms) per response, because loopback round trips are
@@ -63,17 +80,19 @@ benchmark creates uniquely named topics and groups (eosbench-<random>-...) and
 deletes them at the end.
 
 Copiers run as child processes of this binary (eos as "eosctl run", the
-baseline as "eosctl bench baseline"), so their CPU and peak RSS are their
+others as "eosctl bench baseline" and "eosctl bench bare"), so their CPU and peak RSS are their
 own; --in-process runs them as goroutines next to the broker instead, and the
 figures then cover the whole process. An "auto" interval runs the worker with
---commit-interval auto (--eos-overhead-budget, --max-commit-interval); its
-baseline commits as often as auto chose to.
+--commit-interval auto (--eos-overhead-budget, --max-commit-interval); the
+other modes commit as often as auto chose to.
 
 Output: a progress line on a terminal, a table at the end, and on request
 --json (every figure, every run, and the parameters: machine, Go version,
 broker kind, RTT), --csv (one row per cell) and --chart (SVG or PNG by
 extension; repeatable).`,
 		Example: `  eosctl bench
+  eosctl bench --modes bare,eos --sizes 100 --intervals 10ms,100ms --records 1000000 --repeat 5
+  eosctl bench --modes eos --eos-idempotency-key=false --sizes 100 --intervals 100ms
   eosctl bench --intervals 10ms,100ms,1s,auto --sizes 1024 --json bench.json --chart bench.svg --chart bench.png
   eosctl bench --rtt 0 --sizes 100 --intervals 100ms --in-process
   eosctl bench --brokers kafka-1:9092,kafka-2:9092 --sizes 1024 --intervals 100ms,1s --repeat 5`,
@@ -86,6 +105,10 @@ extension; repeatable).`,
 			if cfg.Sizes, err = bench.ParseSizes(sizes); err != nil {
 				return usage(err)
 			}
+			if cfg.Modes, err = bench.ParseModes(modes); err != nil {
+				return usage(err)
+			}
+			cfg.NoIdempotencyKey = !eosIdemKey
 			changed := cmd.Flags().Changed
 			for _, c := range []struct {
 				name string
@@ -180,12 +203,14 @@ extension; repeatable).`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos")
+	f.BoolVar(&eosIdemKey, "eos-idempotency-key", true, "run eos with its idempotency-key header (false: without, as eosctl run --idempotency-key=false)")
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
 	f.StringVar(&sizes, "sizes", "100,1024", "record value sizes to sweep, in bytes, comma-separated")
 	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 4,000,000 records for sizes up to 128 bytes, 2,000,000 up to 1 KiB, 2 GB worth above)")
 	f.Int32Var(&partitions, "partitions", 6, "partitions of the input and output topics")
 	f.IntVar(&workers, "workers", 1, "workers (copiers) per run, each its own process unless --in-process")
-	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in both modes, baseline then eos")
+	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in every mode, one after the other")
 	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run, one of: "+strings.Join(topologies.Names(), ", "))
 	f.DurationVar(&rtt, "rtt", time.Millisecond, "round-trip time the embedded broker injects per response (0: loopback)")
 	f.Var(percentFlag{v: &overheadBudget}, "eos-overhead-budget", "for auto intervals: the share of wall time commits may take, in percent (default 3%)")
@@ -199,7 +224,7 @@ extension; repeatable).`,
 	f.StringArrayVar(&charts, "chart", nil, "write a chart of throughput and loss against commit interval; .svg or .png, repeatable")
 	f.BoolVar(&noTable, "no-table", false, "do not print the table")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --in-process: copiers and broker) to this file")
-	cmd.AddCommand(newBenchBaselineCmd(g))
+	cmd.AddCommand(newBenchBaselineCmd(g), newBenchBareCmd(g))
 	return cmd
 }
 
@@ -331,6 +356,60 @@ between the flush and the commit duplicates output.`,
 	f.StringVar(&cfg.Output, "output", "", "output topic (required)")
 	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "flush and commit offsets this often")
 	f.StringVar(&topology, "topology", "passthrough", "topology to run")
+	for _, req := range []string{"group", "input", "output"} {
+		_ = cmd.MarkFlagRequired(req)
+	}
+	return cmd
+}
+
+// newBenchBareCmd is the hand-written exactly-once loop as a child process
+// of eosctl bench. It is hidden: it exists to be measured, not used.
+func newBenchBareCmd(g *globals) *cobra.Command {
+	var (
+		cfg    bench.BareConfig
+		inputs string
+	)
+	cmd := &cobra.Command{
+		Use:    "bare --group G --input T[,T...] --output T --commit-interval D",
+		Short:  "The hand-written GroupTransactSession loop eosctl bench measures eos against (used by eosctl bench)",
+		Hidden: true,
+		Long: `Copies the inputs to the same partitions of the output exactly once with a bare
+franz-go GroupTransactSession: poll, produce, End every --commit-interval
+(counted from the transaction's first record). Transactional id GROUP-bare.
+Writes worker events as JSON lines on stdout. SIGINT or SIGTERM commits and
+exits 0; any End error stops it (no re-initialisation, no diagnosis).`,
+		Example: `  eosctl bench bare --group copy --input in --output out --commit-interval 100ms`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			for _, in := range strings.Split(inputs, ",") {
+				if in = strings.TrimSpace(in); in != "" {
+					cfg.Inputs = append(cfg.Inputs, in)
+				}
+			}
+			if cfg.Logger, err = g.logger(); err != nil {
+				return err
+			}
+			if cfg.ClientOpts, err = g.clientOpts(); err != nil {
+				return err
+			}
+			cfg.OnEvent = pipeline.JSONEvents(os.Stdout)
+			ctx, stop := signalContext()
+			defer stop()
+			if err := bench.RunBare(ctx, cfg); err != nil {
+				if errors.Is(err, eos.ErrConfig) {
+					return usage(err)
+				}
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Group, "group", "", "consumer group (required)")
+	f.StringVar(&inputs, "input", "", "comma-separated input topics (required)")
+	f.StringVar(&cfg.Output, "output", "", "output topic (required; as many partitions as the inputs)")
+	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "end each transaction once it is this old")
 	for _, req := range []string{"group", "input", "output"} {
 		_ = cmd.MarkFlagRequired(req)
 	}
