@@ -32,6 +32,7 @@ type collector struct {
 	index       int
 	pending     []*kgo.Record
 	noKey       bool  // Config.NoIdempotencyKey
+	slab        slab  // where output records, headers and keys come from
 	err         error // an Emit to an unknown output name
 }
 
@@ -57,17 +58,18 @@ func (c *collector) Emit(o Output) {
 	if topic == "" {
 		topic = c.output
 	}
-	r := &kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Timestamp: o.Timestamp}
+	r := c.slab.record()
+	r.Topic, r.Key, r.Value, r.Timestamp = topic, o.Key, o.Value, o.Timestamp
 	switch {
 	case c.in == nil: // a Flusher's output: it stands for no one record
 		if r.Timestamp.IsZero() {
 			r.Timestamp = time.Now()
 		}
-		r.Headers = withoutInternal(o.Headers, len(o.Headers))
+		r.Headers = c.withoutInternal(o.Headers, len(o.Headers))
 	case topic == c.repartition && c.repartition != "":
 		// Internal: read back by this app with read_committed only, so
 		// no idempotency key, but the source for dead letters.
-		r.Headers = append(withoutInternal(o.Headers, len(o.Headers)+1), kgo.RecordHeader{Key: SourceHeader, Value: c.source()})
+		r.Headers = append(c.withoutInternal(o.Headers, len(o.Headers)+1), kgo.RecordHeader{Key: SourceHeader, Value: c.source()})
 	default:
 		r.Headers = c.headers(o.Headers)
 	}
@@ -112,15 +114,19 @@ func (c *collector) source() []byte {
 // this record's key.
 func (c *collector) headers(hs []kgo.RecordHeader) []kgo.RecordHeader {
 	if c.noKey {
-		return withoutInternal(hs, len(hs))
+		return c.withoutInternal(hs, len(hs))
 	}
-	return append(withoutInternal(hs, len(hs)+1), kgo.RecordHeader{Key: IdempotencyKeyHeader, Value: idempotencyKey(c.in, c.index)})
+	return append(c.withoutInternal(hs, len(hs)+1), kgo.RecordHeader{Key: IdempotencyKeyHeader, Value: c.slab.idempotencyKey(c.in, c.index)})
 }
 
 // withoutInternal copies hs without the headers the worker manages, into a
-// slice with room for n.
-func withoutInternal(hs []kgo.RecordHeader, n int) []kgo.RecordHeader {
-	out := make([]kgo.RecordHeader, 0, n)
+// slab slice with room for n. With no room asked for it returns nil: the
+// client encodes nil and empty headers alike.
+func (c *collector) withoutInternal(hs []kgo.RecordHeader, n int) []kgo.RecordHeader {
+	if n == 0 {
+		return nil
+	}
+	out := c.slab.headers(n)
 	for _, h := range hs {
 		if h.Key != IdempotencyKeyHeader && h.Key != SourceHeader {
 			out = append(out, h)

@@ -39,6 +39,10 @@ type Session struct {
 
 	mu      sync.Mutex
 	prodErr error // first failed produce of the open transaction
+
+	// promiseFn is s.promise, bound once: a method value passed to every
+	// Produce was a heap allocation per record.
+	promiseFn func(*kgo.Record, error)
 }
 
 // Open creates the client for transactional.id id and initialises its
@@ -60,6 +64,7 @@ func Open(ctx context.Context, id string, log *slog.Logger, opts ...kgo.Opt) (*S
 		return nil, fmt.Errorf("txn: creating client for transactional.id %q: %w", id, err)
 	}
 	sess := &Session{id: id, opts: opts, log: log, s: s}
+	sess.promiseFn = sess.promise
 	pid, epoch, err := s.Client().ProducerID(ctx)
 	if err != nil {
 		s.Close()
@@ -128,7 +133,7 @@ func (s *Session) Begin() error {
 // it instead.
 func (s *Session) Produce(r *kgo.Record) {
 	s.records++
-	s.s.Produce(context.Background(), r, s.promise)
+	s.s.Produce(context.Background(), r, s.promiseFn)
 }
 
 func (s *Session) promise(r *kgo.Record, err error) {
