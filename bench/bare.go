@@ -124,7 +124,10 @@ func (b *bare) loop(ctx context.Context, s *kgo.GroupTransactSession) error {
 			return fmt.Errorf("bare: beginning a transaction: %w", berr)
 		}
 		if !b.began.IsZero() && time.Since(b.began) >= b.cfg.CommitInterval {
-			if err := b.end(ctx, s); err != nil {
+			// Not ctx: canceling an End in flight leaves the client in
+			// an invalid state (kgo's documentation), and a stop signal
+			// wants this commit to land.
+			if err := b.end(context.WithoutCancel(ctx), s); err != nil {
 				return err
 			}
 		}

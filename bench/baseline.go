@@ -150,7 +150,9 @@ func (b *baseline) loop(ctx context.Context) error {
 			return perr
 		}
 		if !b.began.IsZero() && !time.Now().Before(b.deadline()) {
-			if err := b.commit(ctx); err != nil {
+			// Not ctx: a stop signal arriving mid-commit must not fail
+			// the commit, which the shutdown path would redo anyway.
+			if err := b.commit(context.WithoutCancel(ctx)); err != nil {
 				return err
 			}
 		}

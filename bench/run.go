@@ -263,6 +263,9 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 // allows, so they fail only the exactly-once modes; a missing record or an
 // order violation fails any mode.
 func (b *bencher) verify(ctx context.Context, res *RunResult, job copyJob) error {
+	if err := b.awaitStable(ctx, job.output); err != nil {
+		return err
+	}
 	rep, err := verify.Run(ctx, b.opts, verify.Config{Input: job.inputs[0], Output: job.output, Timeout: b.cfg.RunTimeout})
 	if err != nil {
 		return fmt.Errorf("verifying the output: %w", err)
@@ -276,6 +279,46 @@ func (b *bencher) verify(ctx context.Context, res *RunResult, job copyJob) error
 		return nil
 	}
 	return fmt.Errorf("the %s output is not an exactly-once copy of the input: %s", res.Mode, rep.Summary())
+}
+
+// awaitStable waits until no transaction is still completing on topic: its
+// last stable offset equals its high watermark on every partition. On Apache
+// Kafka the commit markers are written after EndTxn returns (transactions
+// v2 completes them asynchronously), so a read_committed reader listing
+// offsets right after the last commit stopped short of it.
+func (b *bencher) awaitStable(ctx context.Context, topic string) error {
+	adm := kadm.NewClient(b.adm)
+	deadline := time.Now().Add(b.cfg.RunTimeout)
+	for {
+		hwm, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = hwm.Error()
+		}
+		lso, lerr := adm.ListCommittedOffsets(ctx, topic)
+		if lerr == nil {
+			lerr = lso.Error()
+		}
+		if err = errors.Join(err, lerr); err != nil {
+			return fmt.Errorf("listing the offsets of %s: %w", topic, err)
+		}
+		open := 0
+		hwm.Each(func(o kadm.ListedOffset) {
+			if l, ok := lso.Lookup(o.Topic, o.Partition); !ok || l.Offset != o.Offset {
+				open++
+			}
+		})
+		if open == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d partition(s) of %s still had a transaction completing %s after the drain", open, topic, b.cfg.RunTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (b *bencher) createTopic(ctx context.Context, topic string) error {
