@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// eosctl bench, as a user runs it: copiers as child processes (eosctl run
-// and eosctl bench baseline), a table on stdout, and every requested file,
-// well-formed, with the ratio taken from the two modes' runs.
+// eosctl bench, as a user runs it: copiers as child processes (eosctl run,
+// eosctl bench baseline and eosctl bench bare), a table on stdout, and every
+// requested file, well-formed, with the ratios taken from the modes' runs
+// and every output verified exactly once.
 func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 	dir := t.TempDir()
 	out := func(name string) string { return filepath.Join(dir, name) }
@@ -26,7 +27,7 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("eosctl bench: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"ratio", "50ms", "child processes", "wrote " + out("b.png")} {
+	for _, want := range []string{"vs baseline", "vs bare", " bare ", "50ms", "child processes", "1/1", "wrote " + out("b.png")} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
@@ -44,6 +45,14 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 			EOSPeakRSS  float64 `json:"eos_peak_rss_mib"`
 			BasePeakRSS float64 `json:"baseline_peak_rss_mib"`
 			EOSCPU      float64 `json:"eos_cpu_s_per_m"`
+			BareRPS     float64 `json:"bare_rps"`
+			EOSVsBare   float64 `json:"eos_vs_bare"`
+			BareCPU     float64 `json:"bare_cpu_s_per_m"`
+			BarePeakRSS float64 `json:"bare_peak_rss_mib"`
+			Runs        []struct {
+				Mode     string `json:"mode"`
+				Verified bool   `json:"verified"`
+			} `json:"runs"`
 		} `json:"cells"`
 	}
 	b, err := os.ReadFile(out("b.json"))
@@ -59,6 +68,17 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 	c := rep.Cells[0]
 	if c.BaselineRPS <= 0 || c.EOSRPS <= 0 || c.Ratio != c.EOSRPS/c.BaselineRPS {
 		t.Fatalf("ratio %v is not eos %v / baseline %v (one round)", c.Ratio, c.EOSRPS, c.BaselineRPS)
+	}
+	if c.BareRPS <= 0 || c.EOSVsBare != c.EOSRPS/c.BareRPS || c.BareCPU <= 0 || c.BarePeakRSS <= 0 {
+		t.Fatalf("bare: %v rec/s, eos/bare %v, %v CPU s/M, %v MiB", c.BareRPS, c.EOSVsBare, c.BareCPU, c.BarePeakRSS)
+	}
+	if len(c.Runs) != 3 {
+		t.Fatalf("%d runs, want baseline, bare and eos", len(c.Runs))
+	}
+	for _, r := range c.Runs {
+		if !r.Verified {
+			t.Fatalf("the %s run's output was not verified exactly once", r.Mode)
+		}
 	}
 	// Child processes: their own peak RSS, far below the broker's process.
 	if c.EOSPeakRSS <= 0 || c.BasePeakRSS <= 0 || c.EOSCPU <= 0 {
@@ -94,6 +114,8 @@ func TestBenchBadFlagsAreUsageErrors(t *testing.T) {
 		{"zero records", []string{"--records", "0"}, "--records must be positive"},
 		{"zero repeat", []string{"--repeat", "0"}, "--repeat must be positive"},
 		{"bad size", []string{"--sizes", "0"}, "record size 0"},
+		{"unknown mode", []string{"--modes", "baseline,fast"}, `mode "fast"`},
+		{"bare with a topology", []string{"--topology", "wordcount"}, "bare mode only copies"},
 		{"rtt with brokers", []string{"--brokers", "127.0.0.1:1", "--rtt", "5ms"}, "--rtt is injected by the embedded broker"},
 		{"bad budget", []string{"--eos-overhead-budget", "80%"}, "at most 50%"},
 		{"bad chart", []string{"--chart", filepath.Join(dir, "b.gif")}, ".svg or .png"},
