@@ -17,8 +17,8 @@ func TestSlabPiecesAreIndependent(t *testing.T) {
 	var hdrs [][]kgo.RecordHeader
 	seen := map[*kgo.Record]bool{}
 	for i := range 3 * slabRecords {
-		in.Offset = int64(i)
-		keys = append(keys, s.idempotencyKey(in, i%3))
+		in.Offset, in.Partition = int64(i), int32(i/100) // the prefix changes now and then
+		keys = append(keys, s.idempotencyKey(in, i%13))
 		h := s.headers(1)
 		h = append(h, kgo.RecordHeader{Key: "k", Value: []byte(strconv.Itoa(i))})
 		hdrs = append(hdrs, h)
@@ -30,8 +30,8 @@ func TestSlabPiecesAreIndependent(t *testing.T) {
 		seen[r] = true
 	}
 	for i := range keys {
-		in.Offset = int64(i)
-		if want := string(idempotencyKey(in, i%3)); string(keys[i]) != want {
+		in.Offset, in.Partition = int64(i), int32(i/100)
+		if want := string(idempotencyKey(in, i%13)); string(keys[i]) != want {
 			t.Fatalf("key %d is %q, want %q", i, keys[i], want)
 		}
 		if cap(keys[i]) != len(keys[i]) || cap(hdrs[i]) != 1 {
@@ -44,4 +44,24 @@ func TestSlabPiecesAreIndependent(t *testing.T) {
 	if got := s.headers(slabHeaders); cap(got) != slabHeaders || len(got) != 0 {
 		t.Fatalf("a large header slice: len %d cap %d", len(got), cap(got))
 	}
+}
+
+// BenchmarkIdempotencyKey is the cost of one output record's key:
+//
+//	go test ./pipeline -run '^$' -bench IdempotencyKey -benchmem
+func BenchmarkIdempotencyKey(b *testing.B) {
+	in := &Record{Topic: "eosbench-0123abcd-in-100", Partition: 3}
+	b.Run("slab", func(b *testing.B) {
+		var s slab
+		for i := range b.N {
+			in.Offset = int64(i)
+			_ = s.idempotencyKey(in, 0)
+		}
+	})
+	b.Run("alloc", func(b *testing.B) {
+		for i := range b.N {
+			in.Offset = int64(i)
+			_ = idempotencyKey(in, 0)
+		}
+	})
 }
