@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/datagen"
@@ -39,12 +38,14 @@ the output against.`,
 				return err
 			}
 			defer cl.Close()
+			var bar *countProgress
 			if isTerminal(os.Stderr) {
-				cfg.Progress = progressLine("produced", time.Now())
+				bar = newCountProgress(os.Stderr, "producing", cfg.Count)
+				cfg.Progress = bar.set
 			}
 			res, err := datagen.Produce(ctx, cl, cfg)
-			if isTerminal(os.Stderr) {
-				fmt.Fprintln(os.Stderr)
+			if bar != nil {
+				bar.finish()
 			}
 			if err != nil {
 				return err
@@ -64,13 +65,4 @@ the output against.`,
 	_ = cmd.MarkFlagRequired("topic")
 	_ = cmd.MarkFlagRequired("count")
 	return cmd
-}
-
-// progressLine returns a progress callback that redraws one line on stderr.
-func progressLine(what string, start time.Time) func(done, total int64) {
-	return func(done, total int64) {
-		pct := 100 * float64(done) / float64(max(total, 1))
-		rate := float64(done) / max(time.Since(start).Seconds(), 1e-9)
-		fmt.Fprintf(os.Stderr, "\r%s %d/%d (%.0f%%) %.0f/s   ", what, done, total, pct, rate)
-	}
 }
