@@ -2,6 +2,7 @@ package topologies
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,13 @@ import (
 // input, nested values included, in one pass without decoding: topologies
 // decode only the fields their expressions use, and copy the others to their
 // output byte for byte. It is reused from record to record.
+//
+// It is hand-written rather than github.com/valyala/fastjson or
+// github.com/buger/jsonparser because it accepts exactly what encoding/json
+// accepts and takes the last of duplicate keys, so a record those would
+// count (a broken value after the fields used, 1e999 as +Inf, a leading
+// zero) is dead-lettered; the libraries are a little faster only by not
+// checking (BENCHMARKS.md, jsonlib_bench_test.go).
 type jsonObject struct {
 	keys []string
 	raws [][]byte
@@ -143,6 +151,10 @@ func skipSpace(b []byte, i int) int {
 func scanString(b []byte, i int) (int, bool, error) {
 	esc := false
 	for j := i + 1; j < len(b); j++ {
+		j = skipPlain(b, j)
+		if j >= len(b) {
+			break
+		}
 		switch c := b[j]; {
 		case c == '"':
 			return j + 1, esc, nil
@@ -167,6 +179,31 @@ func scanString(b []byte, i int) (int, bool, error) {
 		}
 	}
 	return 0, false, errors.New("invalid JSON: unterminated string")
+}
+
+// skipPlain returns the index of the first byte at or after j inside a
+// string that is a quote, a backslash or a control character, or len(b).
+// It tests eight bytes at a time: long values (a record's padding, a text
+// field) are most of the bytes a record has, and a byte-by-byte loop made
+// the scanner three times slower than github.com/valyala/fastjson on 1 KiB
+// records (BENCHMARKS.md). A word with a hit, or a false hit, which the
+// test can give only beside a real one, is finished byte by byte.
+func skipPlain(b []byte, j int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; j+8 <= len(b); j += 8 {
+		w := binary.LittleEndian.Uint64(b[j:])
+		q, bs := w^('"'*ones), w^('\\'*ones) // zero bytes where the quotes, backslashes are
+		hits := (w-0x20*ones)&^w | (q-ones)&^q | (bs-ones)&^bs
+		if hits&highs != 0 {
+			break
+		}
+	}
+	for ; j < len(b); j++ {
+		if c := b[j]; c < 0x20 || c == '"' || c == '\\' {
+			return j
+		}
+	}
+	return j
 }
 
 func isHex(c byte) bool {

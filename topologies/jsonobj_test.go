@@ -101,3 +101,31 @@ func TestEncodeJSONMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// skipPlain's eight-bytes-at-a-time test finds the same byte as a plain
+// loop, at every offset, with the special bytes among the ones most likely
+// to confuse it (0x80 and up, 0x1f/0x20, neighbours of '"' and '\\').
+func TestSkipPlainAgreesWithALoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []byte{'a', ' ', 0x1f, 0x20, 0x21, '"', '#', '[', '\\', ']', 0x7f, 0x80, 0xa2, 0xdc, 0xff, 0x00, 0x01}
+	for range 100000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = 'x'
+			if rng.IntN(6) == 0 {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+		}
+		j := 0
+		if len(b) > 0 {
+			j = rng.IntN(len(b))
+		}
+		want := j
+		for want < len(b) && b[want] >= 0x20 && b[want] != '"' && b[want] != '\\' {
+			want++
+		}
+		if got := skipPlain(b, j); got != want {
+			t.Fatalf("skipPlain(%q, %d) = %d, want %d", b, j, got, want)
+		}
+	}
+}
