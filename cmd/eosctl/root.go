@@ -13,6 +13,7 @@ import (
 	"github.com/eosctl/eos/internal/conn"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/term"
 )
 
 // defaultTimeout is --timeout's default: how long a command waits for the
@@ -166,8 +167,10 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// isTerminal reports whether f is a character device (a terminal).
+// isTerminal reports whether f is a terminal. It asks the terminal driver
+// (golang.org/x/term) rather than checking for a character device, which
+// /dev/null also is: a child process whose stderr nobody reads (exec.Cmd's
+// default) was drawing progress bars into it.
 func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return term.IsTerminal(int(f.Fd()))
 }
