@@ -327,11 +327,7 @@ between the flush and the commit duplicates output.`,
 			if cfg.Transform, err = t.New(topologies.Options{}); err != nil {
 				return usage(err)
 			}
-			for _, in := range strings.Split(inputs, ",") {
-				if in = strings.TrimSpace(in); in != "" {
-					cfg.Inputs = append(cfg.Inputs, in)
-				}
-			}
+			cfg.Inputs = append(cfg.Inputs, splitList(inputs)...)
 			if cfg.Logger, err = g.logger(); err != nil {
 				return err
 			}
@@ -382,11 +378,7 @@ exits 0; any End error stops it (no re-initialisation, no diagnosis).`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			for _, in := range strings.Split(inputs, ",") {
-				if in = strings.TrimSpace(in); in != "" {
-					cfg.Inputs = append(cfg.Inputs, in)
-				}
-			}
+			cfg.Inputs = append(cfg.Inputs, splitList(inputs)...)
 			if cfg.Logger, err = g.logger(); err != nil {
 				return err
 			}

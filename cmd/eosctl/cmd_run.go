@@ -115,11 +115,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 			}
 			cfg.StartTimeout = g.timeout
 			cfg.NoIdempotencyKey = !idemKey
-			for _, in := range strings.Split(inputs, ",") {
-				if in = strings.TrimSpace(in); in != "" {
-					cfg.Inputs = append(cfg.Inputs, in)
-				}
-			}
+			cfg.Inputs = append(cfg.Inputs, splitList(inputs)...)
 			onEvent, closeEvents, err := eventsFlag(events)
 			if err != nil {
 				return err

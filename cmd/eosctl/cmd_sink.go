@@ -79,11 +79,7 @@ or Kafka refused the credentials or privileges.`,
 			if cfg.Mapping, err = sink.LoadMapping(mappingFile); err != nil {
 				return sinkErr(err)
 			}
-			for _, t := range strings.Split(topics, ",") {
-				if t = strings.TrimSpace(t); t != "" {
-					cfg.Topics = append(cfg.Topics, t)
-				}
-			}
+			cfg.Topics = append(cfg.Topics, splitList(topics)...)
 			if cfg.Logger, err = g.logger(); err != nil {
 				return err
 			}

@@ -100,3 +100,13 @@ func executeCapturing(t *testing.T, args []string) (int, string) {
 	w.Close()
 	return code, <-got
 }
+
+// A comma-separated flag value yields its trimmed, non-empty items.
+func TestSplitListTrimsAndDropsEmptyItems(t *testing.T) {
+	if got := fmt.Sprint(splitList(" a, b,,c ,")); got != "[a b c]" {
+		t.Fatalf("splitList = %s, want [a b c]", got)
+	}
+	if got := splitList(" , "); got != nil {
+		t.Fatalf("splitList of only commas = %v, want none", got)
+	}
+}

@@ -110,12 +110,7 @@ func envOr(key, def string) string {
 
 // seeds returns the --brokers list, validated.
 func (g *globals) seeds() ([]string, error) {
-	var out []string
-	for _, b := range strings.Split(g.brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
-		}
-	}
+	out := splitList(g.brokers)
 	if len(out) == 0 {
 		return nil, usage(fmt.Errorf("--brokers is empty"))
 	}
@@ -173,4 +168,16 @@ func signalContext() (context.Context, context.CancelFunc) {
 // default) was drawing progress bars into it.
 func isTerminal(f *os.File) bool {
 	return term.IsTerminal(int(f.Fd()))
+}
+
+// splitList returns the non-empty, trimmed items of a comma-separated flag
+// value ("a, b,,c" is a, b, c).
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
