@@ -204,7 +204,17 @@ func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 		// nothing about the EndTxn it sent.
 		return res, fmt.Errorf("txn: ending transaction of %q (commit=%v): %w (%w)", s.id, commit, err, ErrOutcomeUnknown)
 	}
-	if prodErr != nil && Classify(prodErr) != Unknown {
+	switch {
+	case prodErr != nil && Classify(prodErr) == Fenced:
+		// Aborted after a produce refused for its epoch
+		// (INVALID_PRODUCER_EPOCH): another incarnation took over, or
+		// the coordinator aborted this transaction for outliving
+		// transaction.timeout.ms, which under KIP-890 bumps the epoch.
+		// As a FencedError it gets the same look as a fence met by the
+		// EndTxn, which tells the two apart; a bare error stopped
+		// workers whose transaction had merely timed out.
+		return res, s.fenced(ctx, prodErr)
+	case prodErr != nil && Classify(prodErr) != Unknown:
 		// Aborted; a refused or invalid write will be refused again.
 		return res, fmt.Errorf("txn: transaction of %q aborted: %w", s.id, prodErr)
 	}
