@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -172,30 +173,30 @@ func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	return f, nil
 }
 
-// copierArgs is the command line of copier i of job.
+// copierArgs is the command line of copier i of job. The eos copier is a
+// supervise.Worker, the one description of an `eosctl run` worker that the
+// quickstart, the demos and chaos share, so the benchmark measures the
+// worker exactly as they run it.
 func copierArgs(cfg *Config, brokers []string, job copyJob, i int) []string {
+	if job.mode == ModeEOS {
+		// supervise.Worker serves no metrics: the baseline has none, and a
+		// fixed port would collide between runs.
+		return supervise.Worker{Topology: cfg.Topology, Brokers: strings.Join(brokers, ","), App: job.app, Instance: i,
+			Input: strings.Join(job.inputs, ","), Output: job.output, LogLevel: "warn",
+			CommitInterval: job.interval.Fixed, AutoCommitInterval: job.interval.Auto,
+			OverheadBudget: cfg.OverheadBudget, MaxCommitInterval: cfg.MaxCommitInterval,
+			NoIdempotencyKey: cfg.NoIdempotencyKey, Extra: cfg.ChildArgs}.Args()
+	}
 	common := append([]string{"--brokers", strings.Join(brokers, ","), "--log-level", "warn",
 		"--input", strings.Join(job.inputs, ","), "--output", job.output}, cfg.ChildArgs...)
 	switch job.mode {
 	case ModeBaseline:
 		return append([]string{"bench", "baseline", "--topology", cfg.Topology, "--group", job.app,
 			"--commit-interval", job.interval.Fixed.String()}, common...)
-	case ModeBare:
+	default: // ModeBare
 		return append([]string{"bench", "bare", "--group", job.app,
 			"--commit-interval", job.interval.Fixed.String()}, common...)
 	}
-	// No metrics endpoint: the baseline has none, and a fixed port would
-	// collide between runs.
-	args := append([]string{"run", cfg.Topology, "--app", job.app, "--instance", strconv.Itoa(i), "--events", "-",
-		"--metrics-addr", "", "--commit-interval", job.interval.String()}, common...)
-	if job.interval.Auto {
-		args = append(args, "--eos-overhead-budget", strconv.FormatFloat(cfg.OverheadBudget*100, 'g', -1, 64)+"%",
-			"--max-commit-interval", cfg.MaxCommitInterval.String())
-	}
-	if cfg.NoIdempotencyKey {
-		args = append(args, "--idempotency-key=false")
-	}
-	return args
 }
 
 func (c *child) read(out interface{ Read([]byte) (int, error) }, onEvent func(pipeline.Event)) {
