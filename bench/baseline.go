@@ -49,7 +49,7 @@ type BaselineConfig struct {
 // commit interval's worth of output, which is what exactly-once is for.
 func RunBaseline(ctx context.Context, cfg BaselineConfig) error {
 	if cfg.CommitInterval <= 0 || cfg.Transform == nil || cfg.Group == "" || len(cfg.Inputs) == 0 || cfg.Output == "" {
-		return eos.BadConfig("bench.Config", "the baseline needs a group, inputs, an output, a transform and a positive commit interval")
+		return eos.BadConfig("bench.BaselineConfig", "the baseline needs a group, inputs, an output, a transform and a positive commit interval")
 	}
 	b := &baseline{cfg: cfg, log: cfg.Logger}
 	if b.log == nil {

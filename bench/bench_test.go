@@ -298,6 +298,33 @@ func TestBadConfigurationsAreClearErrors(t *testing.T) {
 	}
 }
 
+// A bad report file is a configuration error naming its Config field,
+// found before the benchmark starts rather than after its last run.
+func TestBadReportPathsNameTheirField(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "b")
+	for _, c := range []struct {
+		mod     func(*Config)
+		setting string
+	}{
+		{func(c *Config) { c.ChartPaths = []string{"b.gif"} }, "bench.Config.ChartPaths"},
+		{func(c *Config) { c.ChartPaths = []string{missing + ".png"} }, "bench.Config.ChartPaths"},
+		{func(c *Config) { c.JSONPath = missing + ".json" }, "bench.Config.JSONPath"},
+		{func(c *Config) { c.CSVPath = missing + ".csv" }, "bench.Config.CSVPath"},
+	} {
+		cfg := tinyConfig()
+		c.mod(&cfg)
+		start := time.Now()
+		_, err := Run(context.Background(), cfg)
+		var ce *eos.ConfigError
+		if !errors.As(err, &ce) || ce.Setting != c.setting {
+			t.Errorf("Run returned %v, want an *eos.ConfigError for %s", err, c.setting)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: rejecting the configuration took %s; it must fail before starting anything", c.setting, d)
+		}
+	}
+}
+
 // The drain figures leave out the last commit, whose transaction idled
 // until its interval ran out once the backlog was gone, and count only the
 // records of the full commits over their own time.

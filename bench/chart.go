@@ -24,7 +24,9 @@ import (
 var ChartFormats = []string{".svg", ".png"}
 
 // CheckChartPath reports whether path names a chart format WriteChart can
-// write, before any benchmark runs.
+// write. Run checks Config.ChartPaths with it before any benchmark runs;
+// a caller that draws charts of a saved Report can check its own paths
+// the same way.
 func CheckChartPath(path string) error {
 	ext := strings.ToLower(filepath.Ext(path))
 	for _, f := range ChartFormats {
@@ -32,7 +34,7 @@ func CheckChartPath(path string) error {
 			return nil
 		}
 	}
-	return eos.BadConfig("bench.Config", "chart %q: the file name must end in .svg or .png", path)
+	return eos.BadConfig("bench.Config.ChartPaths", "chart %q: the file name must end in .svg or .png", path)
 }
 
 // WriteChart draws two panels against the commit interval (log scale), one

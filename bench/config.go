@@ -110,15 +110,15 @@ func ParseIntervals(s string) ([]Interval, error) {
 		}
 		d, err := time.ParseDuration(f)
 		if err != nil {
-			return nil, eos.BadConfig("bench.Config", "interval %q: want a duration such as 100ms, or auto", f)
+			return nil, eos.BadConfig("bench.Config.Intervals", "interval %q: want a duration such as 100ms, or auto", f)
 		}
 		if d <= 0 {
-			return nil, eos.BadConfig("bench.Config", "interval %q must be positive", f)
+			return nil, eos.BadConfig("bench.Config.Intervals", "interval %q must be positive", f)
 		}
 		out = append(out, Interval{Fixed: d})
 	}
 	if len(out) == 0 {
-		return nil, eos.BadConfig("bench.Config", "no commit intervals in %q", s)
+		return nil, eos.BadConfig("bench.Config.Intervals", "no commit intervals in %q", s)
 	}
 	return out, nil
 }
@@ -132,12 +132,12 @@ func ParseSizes(s string) ([]int, error) {
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil {
-			return nil, eos.BadConfig("bench.Config", "size %q is not a number of bytes", f)
+			return nil, eos.BadConfig("bench.Config.Sizes", "size %q is not a number of bytes", f)
 		}
 		out = append(out, n)
 	}
 	if len(out) == 0 {
-		return nil, eos.BadConfig("bench.Config", "no record sizes in %q", s)
+		return nil, eos.BadConfig("bench.Config.Sizes", "no record sizes in %q", s)
 	}
 	return out, nil
 }
@@ -209,6 +209,16 @@ type Config struct {
 	// (the SASL password, which must not appear in argv).
 	ChildArgs []string
 	ChildEnv  []string
+
+	// JSONPath, CSVPath and ChartPaths are the files the caller means to
+	// write the report to once Run returns (WriteFile with WriteJSON or
+	// WriteCSV, and WriteChart); empty means none. Run writes none of
+	// them, but checks them before anything starts, so that a benchmark of
+	// many minutes does not end on a name it cannot write: each file's
+	// directory must exist, and a chart's name must end in .svg or .png.
+	// A directory removed while the benchmark runs still fails the write.
+	JSONPath, CSVPath string
+	ChartPaths        []string
 
 	// RunTimeout bounds each phase of a run; default 2 minutes.
 	RunTimeout time.Duration
@@ -287,20 +297,20 @@ func (c *Config) validate() error {
 	seen := map[Interval]bool{}
 	for _, iv := range c.Intervals {
 		if !iv.Auto && iv.Fixed <= 0 {
-			return eos.BadConfig("bench.Config", "commit interval %s must be positive", iv.Fixed)
+			return eos.BadConfig("bench.Config.Intervals", "commit interval %s must be positive", iv.Fixed)
 		}
 		if seen[iv] {
-			return eos.BadConfig("bench.Config", "commit interval %s is listed twice", iv)
+			return eos.BadConfig("bench.Config.Intervals", "commit interval %s is listed twice", iv)
 		}
 		seen[iv] = true
 	}
 	for _, s := range c.Sizes {
 		if s <= 0 || s > maxRecordSize {
-			return eos.BadConfig("bench.Config", "record size %d must be between 1 and %d bytes", s, maxRecordSize)
+			return eos.BadConfig("bench.Config.Sizes", "record size %d must be between 1 and %d bytes", s, maxRecordSize)
 		}
 	}
 	if len(slices.Compact(slices.Sorted(slices.Values(c.Sizes)))) != len(c.Sizes) {
-		return eos.BadConfig("bench.Config", "a record size is listed twice in %v", c.Sizes)
+		return eos.BadConfig("bench.Config.Sizes", "a record size is listed twice in %v", c.Sizes)
 	}
 	switch {
 	case c.Records < 0:
@@ -316,11 +326,11 @@ func (c *Config) validate() error {
 	case c.RTT > 0 && len(c.Brokers) > 0:
 		return eos.BadConfig("bench.Config.RTT", "can only be injected into the embedded broker, not into a cluster named by bench.Config.Brokers")
 	case c.LatencyRate < 0:
-		return eos.BadConfig("bench.Config", "latency rate must be positive, got %d", c.LatencyRate)
+		return eos.BadConfig("bench.Config.LatencyRate", "must be positive, got %d", c.LatencyRate)
 	case c.LatencyDuration < 0:
-		return eos.BadConfig("bench.Config", "latency duration must not be negative, got %s", c.LatencyDuration)
+		return eos.BadConfig("bench.Config.LatencyDuration", "must not be negative, got %s", c.LatencyDuration)
 	case c.RunTimeout < 0:
-		return eos.BadConfig("bench.Config", "run timeout must not be negative, got %s", c.RunTimeout)
+		return eos.BadConfig("bench.Config.RunTimeout", "must not be negative, got %s", c.RunTimeout)
 	}
 	if _, err := topologies.Lookup(c.Topology); err != nil {
 		return eos.BadConfig("bench.Config.Topology", "%w", err)
@@ -330,6 +340,9 @@ func (c *Config) validate() error {
 	}
 	if slices.ContainsFunc(c.Intervals, func(i Interval) bool { return i.Auto }) && !slices.Contains(c.Modes, ModeEOS) {
 		return eos.BadConfig("bench.Config.Modes", "an auto interval needs the eos mode, which chooses it")
+	}
+	if err := c.checkReportPaths(); err != nil {
+		return err
 	}
 	// The auto settings are the pipeline's; let it judge them.
 	probe := pipeline.Config{App: "bench", Instance: "0", Inputs: []string{"in"}, Output: "out",

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/eosctl/eos"
 )
 
 // WriteTable writes the report as the table `eosctl bench` prints: one row
@@ -210,6 +212,34 @@ func WriteCSV(w io.Writer, r *Report) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// checkReportPaths checks Config.JSONPath, CSVPath and ChartPaths before
+// the benchmark starts (see Config).
+func (c *Config) checkReportPaths() error {
+	for _, p := range c.ChartPaths {
+		if err := CheckChartPath(p); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		setting string
+		paths   []string
+	}{
+		{"bench.Config.JSONPath", []string{c.JSONPath}},
+		{"bench.Config.CSVPath", []string{c.CSVPath}},
+		{"bench.Config.ChartPaths", c.ChartPaths},
+	} {
+		for _, p := range f.paths {
+			if p == "" {
+				continue
+			}
+			if st, err := os.Stat(filepath.Dir(p)); err != nil || !st.IsDir() {
+				return eos.BadConfig(f.setting, "cannot write %s: its directory does not exist", p)
+			}
+		}
+	}
+	return nil
 }
 
 // WriteFile writes path through fn atomically: to a temporary file in the

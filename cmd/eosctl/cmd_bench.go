@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -24,8 +23,6 @@ func newBenchCmd(g *globals) *cobra.Command {
 		intervals, sizes   string
 		modes              string
 		eosIdemKey         bool
-		jsonPath, csvPath  string
-		charts             []string
 		cpuProfile         string
 		latencyRate        int
 		records            int64
@@ -110,6 +107,9 @@ extension; repeatable).`,
 			}
 			cfg.NoIdempotencyKey = !eosIdemKey
 			changed := cmd.Flags().Changed
+			// Zero is the library's "default" for these, so only the
+			// command line, which has its own defaults, can tell a 0 the
+			// user typed from none; bench.Config judges everything else.
 			for _, c := range []struct {
 				name string
 				bad  bool
@@ -122,25 +122,6 @@ extension; repeatable).`,
 			} {
 				if c.bad {
 					return usage(fmt.Errorf("--%s must be positive", c.name))
-				}
-			}
-			if latencyDuration < 0 || runTimeout < 0 || rtt < 0 || maxCommitInterval < 0 {
-				return usage(fmt.Errorf("--latency-duration, --run-timeout, --rtt and --max-commit-interval must not be negative"))
-			}
-			if _, err := topologies.Lookup(cfg.Topology); err != nil {
-				return usage(err)
-			}
-			for _, c := range charts {
-				if err := bench.CheckChartPath(c); err != nil {
-					return usage(err)
-				}
-			}
-			for _, p := range append([]string{jsonPath, csvPath, cpuProfile}, charts...) {
-				if p == "" {
-					continue
-				}
-				if st, err := os.Stat(filepath.Dir(p)); err != nil || !st.IsDir() {
-					return usage(fmt.Errorf("cannot write %s: its directory does not exist", p))
 				}
 			}
 			cfg.Records, cfg.Partitions, cfg.Workers, cfg.Repeat = records, partitions, workers, repeat
@@ -160,7 +141,9 @@ extension; repeatable).`,
 				if cfg.ClientOpts, err = g.clientOpts(); err != nil {
 					return err
 				}
-				cfg.RTT = 0
+				if !changed("rtt") {
+					cfg.RTT = 0 // the default 1ms is the embedded broker's
+				}
 				cfg.ChildArgs, cfg.ChildEnv = g.connArgs()
 			}
 			if cfg.Logger, err = benchLogger(cmd, g); err != nil {
@@ -199,7 +182,7 @@ extension; repeatable).`,
 					return err
 				}
 			}
-			return writeBenchFiles(rep, jsonPath, csvPath, charts)
+			return writeBenchFiles(rep, cfg.JSONPath, cfg.CSVPath, cfg.ChartPaths)
 		},
 	}
 	f := cmd.Flags()
@@ -219,9 +202,9 @@ extension; repeatable).`,
 	f.DurationVar(&latencyDuration, "latency-duration", 0, "how long the latency phase produces (default: max(1s, 3 commit intervals))")
 	f.BoolVar(&inProcess, "in-process", false, "run the copiers as goroutines of this process, next to the embedded broker")
 	f.DurationVar(&runTimeout, "run-timeout", 2*time.Minute, "limit for each phase of a run")
-	f.StringVar(&jsonPath, "json", "", "write every figure and the run's parameters as JSON to this file")
-	f.StringVar(&csvPath, "csv", "", "write one row per cell as CSV to this file")
-	f.StringArrayVar(&charts, "chart", nil, "write a chart of throughput and loss against commit interval; .svg or .png, repeatable")
+	f.StringVar(&cfg.JSONPath, "json", "", "write every figure and the run's parameters as JSON to this file")
+	f.StringVar(&cfg.CSVPath, "csv", "", "write one row per cell as CSV to this file")
+	f.StringArrayVar(&cfg.ChartPaths, "chart", nil, "write a chart of throughput and loss against commit interval; .svg or .png, repeatable")
 	f.BoolVar(&noTable, "no-table", false, "do not print the table")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --in-process: copiers and broker) to this file")
 	cmd.AddCommand(newBenchBaselineCmd(g), newBenchBareCmd(g))

@@ -35,6 +35,15 @@ var settingFlags = map[string]string{
 	"bench.Config.OverheadBudget":        "--eos-overhead-budget",
 	"bench.Config.MaxCommitInterval":     "--max-commit-interval",
 	"bench.Config.Topology":              "--topology",
+	"bench.Config.Modes":                 "--modes",
+	"bench.Config.Intervals":             "--intervals",
+	"bench.Config.Sizes":                 "--sizes",
+	"bench.Config.LatencyRate":           "--latency-rate",
+	"bench.Config.LatencyDuration":       "--latency-duration",
+	"bench.Config.RunTimeout":            "--run-timeout",
+	"bench.Config.JSONPath":              "--json",
+	"bench.Config.CSVPath":               "--csv",
+	"bench.Config.ChartPaths":            "--chart",
 	"topologies.Options.Config":          "--config",
 }
 

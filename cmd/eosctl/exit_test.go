@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -60,6 +61,7 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 // naming the flag, and exit code 2, before it connects to anything (the
 // brokers named here do not exist).
 func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "b.json")
 	for _, c := range []struct {
 		args []string
 		says string
@@ -72,6 +74,18 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 			`--group-protocol: "new": want classic or consumer`},
 		{[]string{"--brokers", "127.0.0.1:1", "run", "wordcount", "--app", "a", "--instance", "0", "--input", "t", "--output", "u", "--config", "x.yaml"},
 			"--config: the wordcount topology takes no configuration file"},
+		// bench.Config judges these; the flags are named all the same.
+		{[]string{"bench", "--intervals", "10ms,soon"}, `--intervals: interval "soon": want a duration`},
+		{[]string{"bench", "--sizes", "0"}, "--sizes: record size 0 must be between 1 and"},
+		{[]string{"bench", "--modes", "eos,fast"}, `--modes: mode "fast": want baseline, bare or eos`},
+		{[]string{"bench", "--topology", "nosuch"}, `--topology: unknown topology "nosuch"`},
+		{[]string{"bench", "--latency-duration", "-1s"}, "--latency-duration: must not be negative, got -1s"},
+		{[]string{"bench", "--run-timeout", "-1s"}, "--run-timeout: must not be negative, got -1s"},
+		{[]string{"bench", "--rtt", "-1ms"}, "--rtt: must not be negative, got -1ms"},
+		{[]string{"bench", "--chart", "b.gif"}, `--chart: chart "b.gif": the file name must end in .svg or .png`},
+		{[]string{"bench", "--json", missing}, "--json: cannot write " + missing + ": its directory does not exist"},
+		{[]string{"bench", "--csv", missing + ".csv"}, "--csv: cannot write " + missing + ".csv: its directory does not exist"},
+		{[]string{"bench", "--chart", missing + ".svg"}, "--chart: cannot write " + missing + ".svg: its directory does not exist"},
 	} {
 		code, stderr := executeCapturing(t, c.args)
 		if code != exitUsage || !strings.Contains(stderr, c.says) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
