@@ -83,7 +83,7 @@ figures then cover the whole process. An "auto" interval runs the worker with
 --commit-interval auto (--eos-overhead-budget, --max-commit-interval); the
 other modes commit as often as auto chose to.
 
-Output: a progress line on a terminal, a table at the end, and on request
+Output: a progress bar on a terminal, a table at the end, and on request
 --json (every figure, every run, and the parameters: machine, Go version,
 broker kind, RTT), --csv (one row per cell) and --chart (SVG or PNG by
 extension; repeatable).`,
@@ -149,8 +149,10 @@ extension; repeatable).`,
 			if cfg.Logger, err = benchLogger(cmd, g); err != nil {
 				return err
 			}
+			var bars *stretchProgress
 			if isTerminal(os.Stderr) {
-				cfg.Progress = benchProgress(os.Stderr)
+				bars = &stretchProgress{w: os.Stderr}
+				cfg.Progress = benchProgress(bars)
 			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
@@ -167,8 +169,8 @@ extension; repeatable).`,
 			ctx, stop := signalContext()
 			defer stop()
 			rep, err := bench.Run(ctx, cfg)
-			if cfg.Progress != nil {
-				fmt.Fprint(os.Stderr, "\r\033[K")
+			if bars != nil {
+				bars.finish(err)
 			}
 			if err != nil {
 				if errors.Is(err, eos.ErrConfig) {
@@ -246,16 +248,17 @@ func benchLogger(cmd *cobra.Command, g *globals) (*slog.Logger, error) {
 	return g.logger()
 }
 
-// benchProgress redraws one progress line.
-func benchProgress(w io.Writer) func(bench.Progress) {
+// benchProgress draws a bar for each stretch of a benchmark: producing a
+// size's backlog, then each run's drain and latency phases, described by
+// run number, round, mode, interval and size. A benchmark lasts minutes;
+// the bar says how far it is and how fast the current run goes.
+func benchProgress(bars *stretchProgress) func(bench.Progress) {
 	return func(p bench.Progress) {
+		what := fmt.Sprintf("run %d/%d  round %d  %s %s %d B  %s", p.Run, p.Runs, p.Round, p.Mode, p.Interval, p.Size, p.Phase)
 		if p.Phase == "input" {
-			fmt.Fprintf(w, "\r\033[Kproducing the %d-byte backlog: %d/%d", p.Size, p.Done, p.Total)
-			return
+			what = fmt.Sprintf("producing the %d-byte backlog", p.Size)
 		}
-		rate := float64(p.Done) / max(p.Elapsed.Seconds(), 1e-9)
-		fmt.Fprintf(w, "\r\033[Krun %d/%d  round %d  %-8s %-6s %5d B  %-7s %3.0f%%  %.0f rec/s",
-			p.Run, p.Runs, p.Round, p.Mode, p.Interval, p.Size, p.Phase, 100*float64(p.Done)/float64(max(p.Total, 1)), rate)
+		bars.set(what, p.Done, p.Total)
 	}
 }
 

@@ -45,7 +45,7 @@ the output against.`,
 			}
 			res, err := datagen.Produce(ctx, cl, cfg)
 			if bar != nil {
-				bar.finish()
+				bar.finish(err)
 			}
 			if err != nil {
 				return err

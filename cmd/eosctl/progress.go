@@ -42,14 +42,46 @@ func newCountProgress(w io.Writer, what string, total int64) *countProgress {
 // set is the callback for datagen.Config.Progress: done of total records.
 func (p *countProgress) set(done, _ int64) { _ = p.bar.Set64(done) }
 
-// finish ends the bar. A finished run's bar is cleared, because the
-// command's summary line follows; a bar that stopped short (an error, an
-// interrupt) is left where it stopped, above the error that says why.
-func (p *countProgress) finish() {
-	if p.bar.IsFinished() {
+// finish ends the bar once the command is done, err saying how. A run
+// that succeeded has its bar cleared, because the command's summary (or
+// table) follows; a bar that stopped short (an error, an interrupt) is
+// left where it stopped, above the error that says why.
+func (p *countProgress) finish(err error) {
+	if err == nil {
+		_ = p.bar.Exit()
 		_ = p.bar.Clear()
 		return
 	}
 	_ = p.bar.Exit()
 	fmt.Fprintln(p.w)
+}
+
+// stretchProgress is countProgress for a command that works through one
+// stretch after another, such as bench (each size's backlog, then every
+// run's drain and latency phases): each stretch gets a bar of its own, on
+// the same line, so that its count, rate and time left are its own rather
+// than an average over unlike work.
+type stretchProgress struct {
+	w    io.Writer
+	what string
+	bar  *countProgress
+}
+
+// set reports done of total records of the stretch described by what; a
+// new what ends the previous stretch's bar and starts the next.
+func (p *stretchProgress) set(what string, done, total int64) {
+	if p.bar == nil || what != p.what {
+		if p.bar != nil {
+			p.bar.finish(nil)
+		}
+		p.what, p.bar = what, newCountProgress(p.w, what, total)
+	}
+	p.bar.set(done, total)
+}
+
+// finish ends the last stretch's bar as countProgress.finish does.
+func (p *stretchProgress) finish(err error) {
+	if p.bar != nil {
+		p.bar.finish(err)
+	}
 }
