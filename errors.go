@@ -26,6 +26,7 @@ type ConfigError struct {
 	Err     error // the cause, if any (a parse error, an unreadable file)
 }
 
+// Error says "invalid SETTING: REASON", in the library's own terms.
 func (e *ConfigError) Error() string {
 	if e.Setting == "" {
 		return "invalid configuration: " + e.Reason
@@ -33,6 +34,7 @@ func (e *ConfigError) Error() string {
 	return "invalid " + e.Setting + ": " + e.Reason
 }
 
+// Unwrap returns the cause, if any, for errors.Is and errors.As.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // BadConfig returns a *ConfigError for setting, its Reason formatted as

@@ -39,7 +39,7 @@ type BareConfig struct {
 //   - End(TryCommit) once the transaction has been open CommitInterval,
 //     counted from its first record.
 //
-// It is what eos's engine is measured against (eosctl bench --modes bare):
+// It is what eos's engine is measured against (ModeBare):
 // the floor of what exactly-once costs through franz-go on a given cluster,
 // with none of the worker's features (no Transform, no idempotency-key
 // header, no dead letters, state, fencing diagnosis or re-initialisation

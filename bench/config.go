@@ -1,6 +1,7 @@
-// Package bench measures what exactly-once costs: it runs the same topology
-// over the same pre-produced input in up to three modes, one after the
-// other, on the same brokers, and reports the differences.
+// Package bench measures what exactly-once costs on a given cluster, for
+// eosctl bench and for programs that measure it their own way: it runs the
+// same topology over the same pre-produced input in up to three modes, one
+// after the other, on the same brokers, and reports the differences.
 //
 //   - baseline: an at-least-once copy loop (see RunBaseline): idempotent
 //     producer with acks=all, a read_uncommitted consumer group, and every
@@ -193,8 +194,8 @@ type Config struct {
 	LatencyDuration time.Duration
 
 	// NoIdempotencyKey runs the eos copiers without the idempotency-key
-	// header (pipeline.Config.NoIdempotencyKey, eosctl run
-	// --idempotency-key=false), to measure what the header costs.
+	// header (pipeline.Config.NoIdempotencyKey), to measure what the header
+	// costs.
 	NoIdempotencyKey bool
 
 	// InProcess runs the copiers as goroutines of this process instead of

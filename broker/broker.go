@@ -1,11 +1,11 @@
 // Package broker runs the embedded Kafka-protocol cluster that eos uses by
-// default: franz-go's kfake, listening on real TCP ports, optionally persisted
-// to a directory so that topics, committed offsets and transaction state
-// survive a restart.
+// default, for trying eos, for tests and for benchmarks: franz-go's kfake,
+// listening on real TCP ports, optionally persisted to a directory so that
+// topics, committed offsets and transaction state survive a restart.
 //
 // The embedded cluster is a convenience for trying eos and for its tests. It
 // speaks the same protocol as Apache Kafka, so everything that works against
-// it is expected to work against a real cluster through --brokers; what it
+// it is expected to work against a real cluster named as the brokers; what it
 // does not have is replication across machines, so it proves nothing about
 // durability when a disk dies.
 package broker

@@ -50,6 +50,8 @@ type FencedError struct {
 	Err             error
 }
 
+// Error is the one-line explanation: which id, which epoch, what replaced
+// it, and that nothing was committed.
 func (e *FencedError) Error() string {
 	cur := "unknown"
 	if e.CurrentEpoch >= 0 {
@@ -63,4 +65,5 @@ func (e *FencedError) Error() string {
 		e.TransactionalID, e.ProducerID, e.Epoch, what, cur, e.Err)
 }
 
+// Unwrap returns the Kafka error that revealed the fencing.
 func (e *FencedError) Unwrap() error { return e.Err }

@@ -1,5 +1,6 @@
 // Package fencing derives the fixed transactional.id of a worker instance and
-// recognises the errors by which Kafka fences a zombie.
+// recognises the errors by which Kafka fences a zombie, for package pipeline
+// and for callers that must tell a fenced worker from a failed one.
 //
 // Exactly-once across restarts rests on one rule: an instance of an app always
 // uses the same transactional.id. When a replacement calls InitProducerId with
@@ -13,8 +14,7 @@
 // The scheme is therefore deliberately boring: transactional.id =
 // "<app>-<instance>", where app is also the consumer group id and instance
 // names one slot of the app (0, 1, 2... or a StatefulSet pod name such as
-// "eos-2", which is what `--instance $(hostname)` gives inside a Kubernetes
-// StatefulSet). The same string is the static group member id
+// "eos-2", which is a Kubernetes StatefulSet pod's hostname). The same string is the static group member id
 // (group.instance.id), so a restarted instance reclaims its partitions without
 // a rebalance.
 package fencing

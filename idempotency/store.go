@@ -31,6 +31,7 @@ type BizTypeError struct {
 	Key, BizType, RecordedAs string
 }
 
+// Error names the key and both business types.
 func (e *BizTypeError) Error() string {
 	return fmt.Sprintf("idempotency: key %q is recorded as business type %q, not %q", e.Key, e.RecordedAs, e.BizType)
 }
@@ -40,6 +41,7 @@ func (e *BizTypeError) Error() string {
 // returns it again without running the handler.
 type FinalError struct{ Msg string }
 
+// Error returns the stored message of the handler's final error.
 func (e *FinalError) Error() string { return e.Msg }
 
 // Final marks a handler's error as the final answer for the key (a

@@ -1,5 +1,5 @@
-// Package inspect reads what an operator of exactly-once pipelines needs to
-// see in a cluster: per-partition offsets measured the way read_committed
+// Package inspect reads what an operator of exactly-once pipelines, or a tool
+// of theirs (eosctl lag and txn, package metrics), needs to see in a cluster: per-partition offsets measured the way read_committed
 // consumers experience them (log start, last stable offset, high watermark),
 // consumer group lag against the last stable offset, the open transactions
 // on partitions, and the hanging ones among them; and it runs the two

@@ -42,7 +42,8 @@ func (r *Repair) Needed() bool {
 	return r.Method == "marker" || r.Transaction != nil && r.Transaction.Open()
 }
 
-// RepairResult is what a repair did, as `eosctl txn abort --json` prints it.
+// RepairResult is what a repair did; its JSON form is the one tools print
+// (eosctl txn abort does).
 type RepairResult struct {
 	Method   string             `json:"method"` // "marker" or "fence"
 	Aborted  bool               `json:"aborted"`

@@ -1,5 +1,6 @@
-// Package metrics exports what an exactly-once pipeline's operator needs
-// to watch, in Prometheus form: the workers' own commit and abort picture
+// Package metrics exports, in Prometheus form, what an exactly-once
+// pipeline's operator needs to watch, for worker processes and standalone
+// exporters: the workers' own commit and abort picture
 // (from their lifecycle events), client metrics (franz-go's kprom), and the
 // lag that matters under read_committed, measured against the last stable
 // offset, with open and hanging transactions (from the admin API, on a
@@ -10,9 +11,9 @@
 // the naming test checks the catalog against Prometheus conventions (one
 // eos_ prefix, base units, _total on counters, histograms, not summaries).
 //
-// Two exporters use it: Worker, for `eosctl run --metrics-addr`, and
-// Monitor, for `eosctl monitor`, which exports the lag and transaction
-// gauges for topics and groups eos does not run.
+// Two exporters use it: Worker, for a worker process's own endpoint (eosctl
+// run serves it), and Monitor, for a standalone exporter (eosctl monitor)
+// of the lag and transaction gauges of topics and groups eos does not run.
 package metrics
 
 import (
@@ -24,6 +25,7 @@ import (
 // Kind is a metric's Prometheus type.
 type Kind string
 
+// The kinds of metric the catalog declares; there are no summaries.
 const (
 	Counter   Kind = "counter"
 	Gauge     Kind = "gauge"

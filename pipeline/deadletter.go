@@ -46,7 +46,10 @@ type Source struct {
 	Offset    int64
 }
 
+// Error says why the record was rejected, then the cause.
 func (e *DeadLetterError) Error() string { return e.Reason + ": " + e.Err.Error() }
+
+// Unwrap returns the Transform's error.
 func (e *DeadLetterError) Unwrap() error { return e.Err }
 
 // DeadLetter returns an error that makes the worker send the record being

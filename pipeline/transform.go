@@ -1,5 +1,6 @@
-// Package pipeline is the worker engine of eos: it consumes input topics with
-// read_committed, hands every record to a Transform, produces what the
+// Package pipeline is the worker engine of eos, for any program that runs an
+// exactly-once stream processor (eosctl run is one): it consumes input topics
+// with read_committed, hands every record to a Transform, produces what the
 // Transform emits, and commits the consumed offsets in the same transaction as
 // the produced records.
 //

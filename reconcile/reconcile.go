@@ -1,7 +1,8 @@
 // Package reconcile compares a topic with the table a sink writes it to,
-// key by key: the last line of defence, which finds what no transaction and
-// no unique key can — a row deleted or edited in the database, a row
-// written wrong, a record that never became a row.
+// key by key, for scheduled checks of a sink's table (eosctl reconcile runs
+// one): the last line of defence, which finds what no transaction and no
+// unique key can — a row deleted or edited in the database, a row written
+// wrong, a record that never became a row.
 //
 // A run reads the topic with read_committed up to a watermark (each
 // partition's last stable offset when the run starts), maps each record to

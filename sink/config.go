@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Errors a caller tells apart (with errors.Is) to choose an exit code.
+// Errors a caller tells apart (with errors.Is) to handle each its own way.
 var (
 	// (Every error about the configuration itself, a malformed DSN or
 	// mapping, a table or column the database does not have, is an

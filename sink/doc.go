@@ -1,6 +1,7 @@
 // Package sink writes Kafka records into a SQL database (PostgreSQL,
 // MySQL/MariaDB, or SQLite for demos) so that every input record's effect is
-// in the table exactly once — where exactly-once can hold, and no further.
+// in the table exactly once — where exactly-once can hold, and no further —
+// for programs that load topics into tables, as eosctl sink does.
 //
 // # What is guaranteed, and how
 //

@@ -146,7 +146,7 @@ func retry(ctx context.Context, r Retry, onErr func(error, string), fn func(cont
 }
 
 // classified wraps err with the sentinel of its class, so that callers can
-// map it to an exit code.
+// tell the class with errors.Is.
 func classified(c errClass, err error) error {
 	switch c {
 	case auth:

@@ -20,6 +20,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error is "FILE:LINE: KEY: REASON" (without KEY when it is empty).
 func (e *ConfigError) Error() string {
 	if e.Key == "" {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Reason)

@@ -25,7 +25,7 @@ var etlKeys = []string{"topology", "filter", "map", "project", "drop", "key", "r
 //	  user: user
 //	drop: [pad]                     # remove fields
 //	key: user                       # the output record's key
-//	route: 'amount > 90 ? "big" : ""'   # a name under outputs, or "" for --output
+//	route: 'amount > 90 ? "big" : ""'   # a name under outputs, or "" for the main output
 //	outputs:
 //	  big: orders-big
 //

@@ -1,5 +1,7 @@
-// Package topologies holds the built-in topologies that `eosctl run` can
-// start by name, and the registry that maps names to them.
+// Package topologies holds the built-in topologies (passthrough, etl,
+// aggregate, wordcount) and the registry that maps names to them, for
+// programs that start a pipeline Worker by name, as eosctl run and package
+// bench do.
 package topologies
 
 import (

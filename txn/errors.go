@@ -1,6 +1,7 @@
-// Package txn owns the lifecycle of one worker's transactions: opening the
-// transactional client, beginning and ending transactions, and deciding what
-// an error means for exactly-once.
+// Package txn owns the lifecycle of one worker's transactions, for package
+// pipeline's Worker and any loop of its own on a transactional franz-go
+// client: opening the transactional client, beginning and ending
+// transactions, and deciding what an error means for exactly-once.
 //
 // The classification is the heart of it. Most Kafka errors are retried inside
 // the client; the ones that reach this package fall in four classes, and each
@@ -48,6 +49,8 @@ const (
 	Canceled
 )
 
+// String returns the class's name as logs and events show it: "fenced",
+// "authorization", "fatal", "canceled" or "unknown-outcome".
 func (c Class) String() string {
 	switch c {
 	case Fenced:
@@ -101,10 +104,12 @@ type AuthError struct {
 	Err          error
 }
 
+// Error names what was denied and says to grant it with an ACL.
 func (e *AuthError) Error() string {
 	return fmt.Sprintf("not authorized: %s on %s %q was denied; grant it with an ACL for this principal (%v)", e.Operation, e.ResourceType, e.Resource, e.Err)
 }
 
+// Unwrap returns Kafka's error.
 func (e *AuthError) Unwrap() error { return e.Err }
 
 // Denied wraps err in an AuthError naming op on the resource if err is an

@@ -327,6 +327,7 @@ func (t Tally) OK() bool {
 	return t.Exact == t.Reference && t.Twice+t.Missing+t.Wrong+t.Unexpected == 0
 }
 
+// String is the tally on one line, every count named.
 func (t Tally) String() string {
 	return fmt.Sprintf("%d in the reference, %d read, %d exact, %d twice, %d missing, %d wrong, %d unexpected",
 		t.Reference, t.Read, t.Exact, t.Twice, t.Missing, t.Wrong, t.Unexpected)

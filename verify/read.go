@@ -39,6 +39,8 @@ type ShortPartition struct {
 	Target    int64 `json:"target"`
 }
 
+// Error names every partition the read did not finish, where it stopped
+// and where it should have got to, then why.
 func (e *ShortReadError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "verify: reading %s stopped short of the last stable offset:", e.Topic)
@@ -52,6 +54,7 @@ func (e *ShortReadError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns why the read stopped (e.g. context.DeadlineExceeded).
 func (e *ShortReadError) Unwrap() error { return e.Err }
 
 // snapshot lists, for each topic, the offsets a read of it must cover. The

@@ -78,6 +78,8 @@ func (r TailReport) MarshalJSON() ([]byte, error) {
 	}{r.OK(), e, report(r)})
 }
 
+// String summarises the report on one line, with a few duplicates as
+// examples.
 func (r TailReport) String() string {
 	s := fmt.Sprintf("tail %s: %d records, %d keys, %d duplicates", r.Topic, r.Records, r.Keys, r.Duplicates)
 	if len(r.DuplicateExamples) > 0 {

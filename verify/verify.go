@@ -1,7 +1,9 @@
 // Package verify judges whether a pipeline copied its input to its output
-// exactly once.
+// exactly once, for tests, benchmarks (package bench) and operators checking
+// a live pipeline (eosctl verify).
 //
-// The input is expected to be what package datagen writes: every record's key
+// The input is expected to be what eos's data generator (eosctl produce)
+// writes: every record's key
 // is a distinct decimal sequence number. [Run] reads both topics as a
 // read_committed consumer sees them and reports every output record whose key
 // was already seen (duplicate), every input key never seen (missing), every
@@ -106,6 +108,8 @@ type OrderViolation struct {
 	PrevInputOffset int64  `json:"prev_input_offset"`
 }
 
+// String describes the violation as output and input coordinates
+// (partition@offset).
 func (v OrderViolation) String() string {
 	return fmt.Sprintf("key %s at output %d@%d has input %d@%d after %d@%d",
 		v.Key, v.OutputPartition, v.OutputOffset, v.InputPartition, v.InputOffset, v.InputPartition, v.PrevInputOffset)
@@ -117,8 +121,8 @@ func (r *Report) OK() bool {
 	return r.Duplicates == 0 && r.Missing == 0 && r.Unexpected == 0 && r.OrderViolations == 0
 }
 
-// MarshalJSON adds "ok" to the fields, so that --json output carries the
-// verdict.
+// MarshalJSON adds "ok" to the fields, so that a report written as JSON
+// carries the verdict.
 func (r *Report) MarshalJSON() ([]byte, error) {
 	type report Report // without methods, so this does not recurse
 	return json.Marshal(struct {
