@@ -3,11 +3,13 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/eosctl/eos/internal/rangeread"
+	"github.com/eosctl/eos/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -163,17 +165,31 @@ func (w *Worker) stableRanges(ctx context.Context, parts []int32) (map[string]ma
 	set := w.state
 	waitingSince := time.Now()
 	lastLog := waitingSince
+	var failingSince time.Time
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
 		out, unstable, err := listRanges(ctx, adm, set.changelogs, parts)
-		if err != nil {
+		switch {
+		case err != nil && !retryListing(ctx, err):
 			return nil, err
-		}
-		if unstable == "" {
+		case err != nil:
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if time.Since(failingSince) > restoreListRetry {
+				return nil, fmt.Errorf("%w (retried for %s)", err, restoreListRetry)
+			}
+			if time.Since(lastLog) >= 2*time.Second {
+				lastLog = time.Now()
+				w.log.Info("listing the changelog's offsets failed; retrying before giving the restore up", "partitions", parts, "err", err, "retrying_for", time.Since(failingSince).Round(time.Millisecond))
+			}
+		case unstable == "":
 			return out, nil
-		}
-		if time.Since(lastLog) >= 5*time.Second {
-			lastLog = time.Now()
-			w.log.Info("waiting for an open transaction on the changelog to finish before restoring", "partition", unstable, "waited", time.Since(waitingSince).Round(time.Second))
+		default:
+			failingSince = time.Time{}
+			if time.Since(lastLog) >= 5*time.Second {
+				lastLog = time.Now()
+				w.log.Info("waiting for an open transaction on the changelog to finish before restoring", "partition", unstable, "waited", time.Since(waitingSince).Round(time.Second))
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -181,6 +197,32 @@ func (w *Worker) stableRanges(ctx context.Context, parts []int32) (map[string]ma
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// restoreListRetry bounds how long a restore retries listing the
+// changelog's offsets before it fails, and the worker reopens its session
+// to restore again. A partition whose leader was just lost answers with a
+// dial error or NOT_LEADER_OR_FOLLOWER until the controller elects another
+// (on Apache Kafka about 10s after a SIGKILL, when the dead node's session
+// expires); failing at once turned each such election into a burst of
+// producer re-initialisations, one every few hundred milliseconds. The
+// retries run inside the assignment callback, which may take up to the
+// rebalance timeout (kgo's default, 60s) with the heartbeat running.
+const restoreListRetry = 20 * time.Second
+
+// errChangelogPartitions marks a changelog that lacks a partition of the
+// state topic: a layout error no retry fixes.
+var errChangelogPartitions = errors.New("changelog partitions do not match the state topic's")
+
+// retryListing reports whether a failed listing of the changelog's offsets
+// may succeed if tried again: not when ctx has ended, the layout is wrong
+// or the principal is not authorized.
+func retryListing(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, errChangelogPartitions) {
+		return false
+	}
+	c := txn.Classify(err)
+	return c != txn.Auth && c != txn.Fatal
 }
 
 // listRanges lists [log start, high watermark) of every changelog partition
@@ -217,7 +259,7 @@ func listRanges(ctx context.Context, adm *kadm.Client, topics []string, parts []
 			e, ok2 := ends.Lookup(t, p)
 			l, ok3 := stable.Lookup(t, p)
 			if !ok1 || !ok2 || !ok3 {
-				return nil, "", fmt.Errorf("changelog %s has no partition %d: it must have as many partitions as the state topic", t, p)
+				return nil, "", fmt.Errorf("changelog %s has no partition %d: it must have as many partitions as the state topic: %w", t, p, errChangelogPartitions)
 			}
 			if l.Offset < e.Offset && unstable == "" {
 				unstable = fmt.Sprintf("%s[%d]", t, p)

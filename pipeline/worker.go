@@ -495,14 +495,23 @@ func (w *Worker) stopped(err error) error {
 
 // runSession is the consume-transform-produce loop of one incarnation. It
 // returns nil after a clean shutdown.
+// idleRecheck is how long an idle worker's poll waits for records before
+// it looks again for a failed restore.
+const idleRecheck = time.Second
+
 func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 	var consumed int
 	for {
 		if ctx.Err() != nil {
 			return w.shutdown(sess, consumed)
 		}
-		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		// Idle, the poll still returns every idleRecheck: a restore
+		// that failed in the assignment callback is otherwise acted on
+		// only when the next record arrives, and the worker would sit
+		// on partitions it holds no state for.
+		pollCtx, cancel := context.WithTimeout(ctx, idleRecheck)
 		if sess.InTxn() {
+			cancel()
 			pollCtx, cancel = context.WithDeadline(ctx, w.pace.deadline(sess.Began()))
 		}
 		limit := 10000
