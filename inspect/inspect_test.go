@@ -34,15 +34,8 @@ func newCluster(t *testing.T) *cluster {
 
 func newClusterOn(t *testing.T, b testbroker.Cluster) *cluster {
 	t.Helper()
-	var err error
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	c := &cluster{b: b, ctx: ctx, opts: []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}}
-	if c.cl, err = admin.Connect(ctx, 10*time.Second, c.opts...); err != nil {
-		t.Fatal(err)
-	}
-	c.adm = kadm.NewClient(c.cl)
-	t.Cleanup(func() { c.cl.Close(); cancel() })
-	return c
+	conn := testbroker.Connect(t, b, time.Minute)
+	return &cluster{b: b, ctx: conn.Ctx, opts: conn.Opts, cl: conn.Client, adm: kadm.NewClient(conn.Client)}
 }
 
 func (c *cluster) topic(t *testing.T, name string, partitions int32) {

@@ -72,15 +72,8 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	b := testbroker.Start(t, broker.Config{BrokerConfigs: map[string]string{"transaction.max.timeout.ms": "3600000"}})
-	var err error
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	e := &env{b: b, ctx: ctx, opts: []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}}
-	if e.cl, err = admin.Connect(ctx, 10*time.Second, e.opts...); err != nil {
-		t.Fatal(err)
-	}
-	e.adm = kadm.NewClient(e.cl)
-	t.Cleanup(func() { e.cl.Close(); cancel() })
-	return e
+	conn := testbroker.Connect(t, b, time.Minute)
+	return &env{b: b, ctx: conn.Ctx, opts: conn.Opts, cl: conn.Client, adm: kadm.NewClient(conn.Client)}
 }
 
 // produceTo writes n plain records to topic's partition p.

@@ -17,6 +17,7 @@ import (
 	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
+	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -65,18 +66,9 @@ type stateEnv struct {
 func newStateEnv(t *testing.T) *stateEnv {
 	t.Helper()
 	f := &broker.Faults{}
-	b, err := broker.Start(broker.Config{Faults: f, MinSessionTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
-	cl, err := admin.Connect(ctx, 10*time.Second, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close(); b.Close(); cancel() })
-	return &stateEnv{t: t, b: b, faults: f, opts: opts, cl: cl, ctx: ctx}
+	b := testbroker.Embedded(t, broker.Config{Faults: f, MinSessionTimeout: time.Second})
+	conn := testbroker.Connect(t, b, 2*time.Minute)
+	return &stateEnv{t: t, b: b, faults: f, opts: conn.Opts, cl: conn.Client, ctx: conn.Ctx}
 }
 
 // produce writes records with the given keys and values to a new topic, in

@@ -46,14 +46,8 @@ func newTEnvWith(t *testing.T, cfg broker.Config) *tenv {
 // newTEnvOn is newTEnvWith on a cluster the test started itself.
 func newTEnvOn(t *testing.T, b testbroker.Cluster) *tenv {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a bound, not a target: Apache Kafka on a busy 2-core machine is slower
-	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
-	cl, err := admin.Connect(ctx, 10*time.Second, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close(); cancel() })
-	return &tenv{t: t, b: b, opts: opts, cl: cl, ctx: ctx}
+	conn := testbroker.Connect(t, b, 5*time.Minute)
+	return &tenv{t: t, b: b, opts: conn.Opts, cl: conn.Client, ctx: conn.Ctx}
 }
 
 // produce writes rs to topic (created with parts partitions) in order, in

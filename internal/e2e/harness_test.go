@@ -69,19 +69,12 @@ func newEnvWith(t *testing.T, cfg broker.Config, connOpts []kgo.Opt) *env {
 // newEnvOn is newEnvWith on a cluster the test started itself.
 func newEnvOn(t *testing.T, b testbroker.Cluster, connOpts []kgo.Opt) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	e := &env{t: t, b: b, ctx: ctx, opts: append([]kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}, connOpts...), logs: &bytes.Buffer{}}
-	var err error
-	e.cl, err = admin.Connect(ctx, 10*time.Second, e.opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := testbroker.Connect(t, b, 4*time.Minute, connOpts...)
+	e := &env{t: t, b: b, ctx: conn.Ctx, opts: conn.Opts, cl: conn.Client, logs: &bytes.Buffer{}}
 	t.Cleanup(func() {
 		for _, p := range e.procs {
 			p.Kill()
 		}
-		e.cl.Close()
-		cancel()
 		if t.Failed() {
 			e.mu.Lock()
 			t.Logf("worker logs:\n%s", e.logs.String())
