@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -17,77 +18,53 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// A worker whose transaction the coordinator aborted for outliving
-// transaction.timeout.ms meets INVALID_PRODUCER_EPOCH on its next produce
-// (under KIP-890 the abort bumped the epoch), although nobody replaced it.
-// The group still lists it as itself, so it must re-initialise in place and
-// go on exactly once, not stop as a zombie would: on Apache Kafka it exited 3
-// (the txn-timeout chaos drill). The broker here refuses one transactional
-// produce to the output with that error, which is what the worker sees.
-func TestWorkerRefusedForItsEpochByItsOwnTimeoutReinitialisesInPlace(t *testing.T) {
-	b, err := broker.Start(broker.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, -1, nil, "in"); err != nil {
-		t.Fatal(err)
-	}
+// fenceDrill copies 2,000 records with one worker through a fence that a
+// test injects with the embedded broker's request control, and checks that
+// the worker re-initialised in place and the output is exactly once.
+type fenceDrill struct {
+	t      *testing.T
+	b      *broker.Broker
+	conn   *testbroker.Conn
+	armed  atomic.Int32 // set once the worker has committed: inject now
+	struck atomic.Int32 // set by the test once it has injected the fence
+}
 
-	// Refuse one transactional produce, once the worker has committed.
-	var armed, refused atomic.Int32
-	c := b.Cluster()
-	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		req := kreq.(*kmsg.ProduceRequest)
-		if req.TransactionID == nil || armed.Load() == 0 || !refused.CompareAndSwap(0, 1) {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidProducerEpoch.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-	c.KeepControl()
+func newFenceDrill(t *testing.T) *fenceDrill {
+	b := testbroker.Embedded(t, broker.Config{})
+	d := &fenceDrill{t: t, b: b, conn: testbroker.Connect(t, b, 60*time.Second)}
+	if _, err := kadm.NewClient(d.conn.Client).CreateTopic(d.conn.Ctx, 2, -1, nil, "in"); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
 
+func (d *fenceDrill) produce(from, to int) {
+	d.t.Helper()
+	for i := from; i < to; i++ {
+		d.conn.Client.Produce(d.conn.Ctx, &kgo.Record{Topic: "in", Key: strconv.AppendInt(nil, int64(i), 10), Value: strconv.AppendInt(nil, int64(i), 10)}, nil)
+	}
+	if err := d.conn.Client.Flush(d.conn.Ctx); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// run copies half the input, waits for the fence, copies the rest and
+// returns how often the worker re-initialised; what names the fault in
+// failures.
+func (d *fenceDrill) run(app, what string) int64 {
+	t, ctx := d.t, d.conn.Ctx
 	const n = 2000
-	produce := func(from, to int) {
-		for i := from; i < to; i++ {
-			cl.Produce(ctx, &kgo.Record{Topic: "in", Key: strconv.AppendInt(nil, int64(i), 10), Value: strconv.AppendInt(nil, int64(i), 10)}, nil)
-		}
-		if err := cl.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	produce(0, n/2)
-
-	var committed, reinits atomic.Int64
+	d.produce(0, n/2)
+	var reinits atomic.Int64
 	w, err := pipeline.New(pipeline.Config{
-		App: "self", Instance: "0", Inputs: []string{"in"}, Output: "out",
+		App: app, Instance: "0", Inputs: []string{"in"}, Output: "out",
 		CommitInterval: 20 * time.Millisecond, MaxTxnRecords: 100,
 		TransactionTimeout: 10 * time.Second, SessionTimeout: 10 * time.Second,
-		ClientOpts: opts,
+		ClientOpts: d.conn.Opts,
 		OnEvent: func(e pipeline.Event) {
 			switch e.Kind {
 			case pipeline.EventCommitted:
-				committed.Add(int64(e.Consumed))
-				armed.Store(1)
+				d.armed.Store(1)
 			case pipeline.EventReinit:
 				reinits.Add(1)
 			}
@@ -103,19 +80,19 @@ func TestWorkerRefusedForItsEpochByItsOwnTimeoutReinitialisesInPlace(t *testing.
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	for refused.Load() == 0 {
+	for d.struck.Load() == 0 {
 		select {
 		case err := <-done:
-			t.Fatalf("the worker stopped (%d produce(s) refused so far): %v", refused.Load(), err)
+			t.Fatalf("the worker stopped before or at %s: %v", what, err)
 		case <-ctx.Done():
-			t.Fatal("no produce was refused: the test proved nothing")
+			t.Fatalf("no %s happened: the test proved nothing", what)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	produce(n/2, n)
+	d.produce(n/2, n)
 	// Read_committed, the output must hold every input record once.
 	for {
-		rep, err := verify.Run(ctx, opts, verify.Config{Input: "in", Output: "out"})
+		rep, err := verify.Run(ctx, d.conn.Opts, verify.Config{Input: "in", Output: "out"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +101,7 @@ func TestWorkerRefusedForItsEpochByItsOwnTimeoutReinitialisesInPlace(t *testing.
 		}
 		select {
 		case err := <-done:
-			t.Fatalf("the worker stopped instead of re-initialising in place after its own transaction was refused for its epoch: %v (output so far: %s)", err, rep.Summary())
+			t.Fatalf("the worker stopped instead of re-initialising in place after %s: %v (output so far: %s)", what, err, rep.Summary())
 		case <-ctx.Done():
 			t.Fatalf("the output never caught up: %s", rep.Summary())
 		case <-time.After(200 * time.Millisecond):
@@ -135,8 +112,29 @@ func TestWorkerRefusedForItsEpochByItsOwnTimeoutReinitialisesInPlace(t *testing.
 		t.Fatal(err)
 	}
 	if reinits.Load() == 0 {
-		t.Fatal("the worker never re-initialised: the refused produce did not reach it")
+		t.Fatalf("the worker never re-initialised: %s did not reach it", what)
 	}
+	return reinits.Load()
+}
+
+// A worker whose transaction the coordinator aborted for outliving
+// transaction.timeout.ms meets INVALID_PRODUCER_EPOCH on its next produce
+// (under KIP-890 the abort bumped the epoch), although nobody replaced it.
+// The group still lists it as itself, so it must re-initialise in place and
+// go on exactly once, not stop as a zombie would: on Apache Kafka it exited 3
+// (the txn-timeout chaos drill). The broker here refuses one transactional
+// produce to the output with that error, which is what the worker sees.
+func TestWorkerRefusedForItsEpochByItsOwnTimeoutReinitialisesInPlace(t *testing.T) {
+	d := newFenceDrill(t)
+	d.b.Cluster().ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		d.b.Cluster().KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		if req.TransactionID == nil || d.armed.Load() == 0 || !d.struck.CompareAndSwap(0, 1) {
+			return nil, nil, false
+		}
+		return testbroker.RefuseProduce(req, kerr.InvalidProducerEpoch.Code), nil, true
+	})
+	d.run("self", "a produce refused with INVALID_PRODUCER_EPOCH")
 }
 
 // The check that tells a self-inflicted fence from a replacement asks the
@@ -148,35 +146,22 @@ func TestWorkerRefusedForItsEpochByItsOwnTimeoutReinitialisesInPlace(t *testing.
 // with PRODUCER_FENCED and closes the connection of every DescribeGroups
 // for 2s after it.
 func TestFenceCheckLooksAgainWhenTheGroupDoesNotAnswer(t *testing.T) {
-	b, err := broker.Start(broker.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, -1, nil, "in"); err != nil {
-		t.Fatal(err)
-	}
-	var armed, fenced, refusedDescribes atomic.Int32
+	d := newFenceDrill(t)
+	c := d.b.Cluster()
 	var silentUntil atomic.Int64
-	c := b.Cluster()
+	var refusedDescribes atomic.Int32
 	c.ControlKey(kmsg.EndTxn.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		if armed.Load() == 0 || !fenced.CompareAndSwap(0, 1) {
+		c.KeepControl()
+		if d.armed.Load() == 0 || d.struck.Load() != 0 {
 			return nil, nil, false
 		}
 		silentUntil.Store(time.Now().Add(2 * time.Second).UnixNano())
+		d.struck.Store(1)
 		resp := kreq.ResponseKind().(*kmsg.EndTxnResponse)
 		resp.ErrorCode = kerr.ProducerFenced.Code
 		return resp, nil, true
 	})
-	c.ControlKey(kmsg.DescribeGroups.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+	c.ControlKey(kmsg.DescribeGroups.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if time.Now().UnixNano() > silentUntil.Load() {
 			return nil, nil, false
@@ -184,73 +169,8 @@ func TestFenceCheckLooksAgainWhenTheGroupDoesNotAnswer(t *testing.T) {
 		refusedDescribes.Add(1)
 		return nil, errors.New("coordinator restarting"), true // the connection closes, as a dying broker's does
 	})
-
-	const n = 2000
-	produce := func(from, to int) {
-		for i := from; i < to; i++ {
-			cl.Produce(ctx, &kgo.Record{Topic: "in", Key: strconv.AppendInt(nil, int64(i), 10), Value: strconv.AppendInt(nil, int64(i), 10)}, nil)
-		}
-		if err := cl.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	produce(0, n/2)
-	var reinits atomic.Int64
-	w, err := pipeline.New(pipeline.Config{
-		App: "look", Instance: "0", Inputs: []string{"in"}, Output: "out",
-		CommitInterval: 20 * time.Millisecond, MaxTxnRecords: 100,
-		TransactionTimeout: 10 * time.Second, SessionTimeout: 10 * time.Second,
-		ClientOpts: opts,
-		OnEvent: func(e pipeline.Event) {
-			switch e.Kind {
-			case pipeline.EventCommitted:
-				armed.Store(1)
-			case pipeline.EventReinit:
-				reinits.Add(1)
-			}
-		},
-	}, pipeline.TransformFunc(func(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
-		out.Emit(pipeline.Output{Key: in.Key, Value: in.Value})
-		return nil
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	for fenced.Load() == 0 {
-		select {
-		case err := <-done:
-			t.Fatalf("the worker stopped before the fence: %v", err)
-		case <-ctx.Done():
-			t.Fatal("no EndTxn was fenced: the test proved nothing")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	produce(n/2, n)
-	for {
-		rep, err := verify.Run(ctx, opts, verify.Config{Input: "in", Output: "out"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rep.OK() && rep.OutputRecords == n {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the worker stopped while the group did not answer the fence check (%d DescribeGroups refused): %v", refusedDescribes.Load(), err)
-		case <-ctx.Done():
-			t.Fatalf("the output never caught up: %s", rep.Summary())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if refusedDescribes.Load() == 0 || reinits.Load() == 0 {
-		t.Fatalf("%d DescribeGroups refused and %d re-initialisations, want at least 1 of each: the check never met a silent group", refusedDescribes.Load(), reinits.Load())
+	d.run("look", "a fenced EndTxn while the group did not answer")
+	if refusedDescribes.Load() == 0 {
+		t.Fatal("no DescribeGroups was refused: the check never met a silent group")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/fencing"
+	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,21 +36,8 @@ func TestEndReturnsAFencedErrorForAProduceRefusedForItsEpoch(t *testing.T) {
 			return nil, nil, false
 		}
 		refused.Add(1)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidProducerEpoch.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return testbroker.RefuseProduce(req, kerr.InvalidProducerEpoch.Code), nil, true
 	})
-	c.KeepControl()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
