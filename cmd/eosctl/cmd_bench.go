@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -314,22 +316,7 @@ between the flush and the commit duplicates output.`,
 				return usage(err)
 			}
 			cfg.Inputs = append(cfg.Inputs, splitList(inputs)...)
-			if cfg.Logger, err = g.logger(); err != nil {
-				return err
-			}
-			if cfg.ClientOpts, err = g.clientOpts(); err != nil {
-				return err
-			}
-			cfg.OnEvent = pipeline.JSONEvents(os.Stdout)
-			ctx, stop := signalContext()
-			defer stop()
-			if err := bench.RunBaseline(ctx, cfg); err != nil {
-				if errors.Is(err, eos.ErrConfig) {
-					return usage(err)
-				}
-				return err
-			}
-			return nil
+			return runCopierChild(g, &cfg.Logger, &cfg.ClientOpts, &cfg.OnEvent, func(ctx context.Context) error { return bench.RunBaseline(ctx, cfg) })
 		},
 	}
 	f := cmd.Flags()
@@ -342,6 +329,31 @@ between the flush and the commit duplicates output.`,
 		_ = cmd.MarkFlagRequired(req)
 	}
 	return cmd
+}
+
+// runCopierChild runs one of the copiers eosctl bench starts as a child
+// (baseline, bare): it sets the copier's logger, connection options and
+// event sink (JSON lines on stdout, which the parent reads) from the global
+// flags, runs it until SIGINT or SIGTERM, and reports a configuration error
+// as bad usage.
+func runCopierChild(g *globals, logger **slog.Logger, opts *[]kgo.Opt, onEvent *func(pipeline.Event), run func(context.Context) error) error {
+	var err error
+	if *logger, err = g.logger(); err != nil {
+		return err
+	}
+	if *opts, err = g.clientOpts(); err != nil {
+		return err
+	}
+	*onEvent = pipeline.JSONEvents(os.Stdout)
+	ctx, stop := signalContext()
+	defer stop()
+	if err := run(ctx); err != nil {
+		if errors.Is(err, eos.ErrConfig) {
+			return usage(err)
+		}
+		return err
+	}
+	return nil
 }
 
 // newBenchBareCmd is the hand-written exactly-once loop as a child process
@@ -363,24 +375,8 @@ exits 0; any End error stops it (no re-initialisation, no diagnosis).`,
 		Example: `  eosctl bench bare --group copy --input in --output out --commit-interval 100ms`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
 			cfg.Inputs = append(cfg.Inputs, splitList(inputs)...)
-			if cfg.Logger, err = g.logger(); err != nil {
-				return err
-			}
-			if cfg.ClientOpts, err = g.clientOpts(); err != nil {
-				return err
-			}
-			cfg.OnEvent = pipeline.JSONEvents(os.Stdout)
-			ctx, stop := signalContext()
-			defer stop()
-			if err := bench.RunBare(ctx, cfg); err != nil {
-				if errors.Is(err, eos.ErrConfig) {
-					return usage(err)
-				}
-				return err
-			}
-			return nil
+			return runCopierChild(g, &cfg.Logger, &cfg.ClientOpts, &cfg.OnEvent, func(ctx context.Context) error { return bench.RunBare(ctx, cfg) })
 		},
 	}
 	f := cmd.Flags()
