@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
@@ -226,7 +227,11 @@ func TestIdleWorkerStaysReadyAndAStuckOneDoesNot(t *testing.T) {
 	if _, err := datagen.Produce(e.ctx, e.cl, datagen.Config{Topic: "in", Count: 100, Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	mw := NewWorker(WorkerConfig{App: "g", Instance: "0", Inputs: []string{"in"}, Output: "in-out", PollInterval: 50 * time.Millisecond, ClientOpts: e.opts})
+	// The worker logs its failed polls into the test's output. Its waits
+	// are bounds: on Apache Kafka one poll can take up to its 5s timeout
+	// while a just-created topic reaches the broker it asks.
+	mw := NewWorker(WorkerConfig{App: "g", Instance: "0", Inputs: []string{"in"}, Output: "in-out", PollInterval: 50 * time.Millisecond, ClientOpts: e.opts,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	mw.window = 300 * time.Millisecond
 	if _, _, err := admin.EnsureTopic(e.ctx, e.cl, "in-out", 1, nil); err != nil {
 		t.Fatal(err)
@@ -241,7 +246,7 @@ func TestIdleWorkerStaysReadyAndAStuckOneDoesNot(t *testing.T) {
 	if ok, why := mw.Ready(); !ok {
 		t.Fatalf("just assigned: not ready (%s)", why)
 	}
-	eventually(t, 5*time.Second, "a worker with input that does not commit becomes unready", func() (bool, string) {
+	eventually(t, 15*time.Second, "a worker with input that does not commit becomes unready", func() (bool, string) {
 		ok, why := mw.Ready()
 		return !ok && strings.Contains(why, "with 100 records to consume"), why
 	})
@@ -252,7 +257,7 @@ func TestIdleWorkerStaysReadyAndAStuckOneDoesNot(t *testing.T) {
 	if _, err := e.adm.CommitOffsets(e.ctx, "g", os); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "an idle worker is ready", func() (bool, string) {
+	eventually(t, 15*time.Second, "an idle worker is ready", func() (bool, string) {
 		ok, why := mw.Ready()
 		return ok && strings.Contains(why, "idle"), why
 	})
@@ -281,13 +286,13 @@ func TestIdleWorkerStaysReadyAndAStuckOneDoesNot(t *testing.T) {
 	if _, err := e.adm.CommitOffsets(e.ctx, "g", os); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "idle on transactional input: lag 1 is only the commit marker", func() (bool, string) {
+	eventually(t, 15*time.Second, "idle on transactional input: lag 1 is only the commit marker", func() (bool, string) {
 		ok, why := mw.Ready()
 		return ok && strings.Contains(why, "only transaction markers"), why
 	})
 	// One more record waits: not idle any more.
 	e.produceTo(t, "in", 0, 1)
-	eventually(t, 5*time.Second, "a record waiting behind the marker makes it unready", func() (bool, string) {
+	eventually(t, 15*time.Second, "a record waiting behind the marker makes it unready", func() (bool, string) {
 		ok, why := mw.Ready()
 		return !ok && strings.Contains(why, "with 2 records to consume"), why
 	})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -189,7 +190,8 @@ func (w *Worker) nAssigned() int {
 // found no consumer lag on its partitions, or a lag that holds only
 // transaction markers (on transactional input a caught-up worker stays
 // behind the last commit marker). So an idle worker with no input stays
-// ready, and a worker with input that does not commit does not.
+// ready, and a worker with input that does not commit does not. Without a
+// recent measurement, the reason names the last poll's error, if any.
 //
 // A worker with more instances than partitions has none assigned to some
 // of them; those are not ready, by design: they do no work.
@@ -235,7 +237,13 @@ func (w *Worker) Ready() (bool, string) {
 			return false, fmt.Sprintf("no commit for %s (limit %s) with %d records to consume", since.Round(time.Second), w.window, lag)
 		}
 	}
-	return false, fmt.Sprintf("no commit for %s (limit %s) and no recent lag measurement", since.Round(time.Second), w.window)
+	why := fmt.Sprintf("no commit for %s (limit %s) and no recent lag measurement", since.Round(time.Second), w.window)
+	if w.poll != nil {
+		if _, err, _ := w.poll.status(); err != nil {
+			why += ": last poll failed: " + strings.Join(strings.Fields(err.Error()), " ")
+		}
+	}
+	return false, why
 }
 
 // Run reads offsets and open transactions every PollInterval, from the

@@ -40,6 +40,21 @@ func TestCaughtUpIsNotFooledByAStageCommittingBetweenItsReads(t *testing.T) {
 		}
 	}
 
+	// The group starts with nothing consumed. On a fresh Apache Kafka
+	// cluster the first commit waits for the offsets topic to be created.
+	for {
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: "in", Partition: 0, At: 0, LeaderEpoch: -1})
+		err := mustCommit(adm.CommitOffsets(c.Ctx, "g", os))
+		if err == nil {
+			break
+		}
+		if c.Ctx.Err() != nil {
+			t.Fatalf("committing the group's first offset: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	var once sync.Once
 	stageOne := func() {
 		once.Do(func() {
