@@ -33,7 +33,7 @@ var ErrInvalidName = errors.New("invalid name")
 
 // ValidateName checks that s is a legal Kafka resource name: 1 to 249 bytes
 // of ASCII letters, digits, '.', '_' and '-', and not "." or "..". what names
-// the thing being checked ("--app", "topic") for the error message.
+// the thing being checked ("app name", "topic") for the error message.
 func ValidateName(what, s string) error {
 	switch {
 	case s == "":
@@ -64,10 +64,10 @@ func legal(c byte) bool {
 // that are not dash-extensions of each other, as Kafka Streams users already
 // must for application.id.
 func TransactionalID(app, instance string) (string, error) {
-	if err := ValidateName("--app", app); err != nil {
+	if err := ValidateName("app name", app); err != nil {
 		return "", err
 	}
-	if err := ValidateName("--instance", instance); err != nil {
+	if err := ValidateName("instance id", instance); err != nil {
 		return "", err
 	}
 	id := app + "-" + instance

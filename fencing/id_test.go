@@ -17,8 +17,8 @@ func TestTransactionalIDIsFixedAndValidated(t *testing.T) {
 	}{
 		{"orders", "0", "orders-0", ""},
 		{"orders", "eos-2", "orders-eos-2", ""},
-		{"", "0", "", "--app is empty"},
-		{"orders", "", "", "--instance is empty"},
+		{"", "0", "", "app name is empty"},
+		{"orders", "", "", "instance id is empty"},
 		{"orders", "a b", "", `character ' '`},
 		{"orders", "pod/1", "", `character '/'`},
 		{"orders", "..", "", "not allowed"},

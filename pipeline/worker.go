@@ -161,6 +161,14 @@ type Stats struct {
 // connect to anything: every error it returns is about the configuration,
 // an *eos.ConfigError.
 func New(cfg Config, t Transform) (*Worker, error) {
+	// Each part is judged under its own setting, so that the error names
+	// the one that is wrong; TransactionalID then judges their sum.
+	if err := fencing.ValidateName("name", cfg.App); err != nil {
+		return nil, eos.BadConfig("pipeline.Config.App", "%w", err)
+	}
+	if err := fencing.ValidateName("id", cfg.Instance); err != nil {
+		return nil, eos.BadConfig("pipeline.Config.Instance", "%w", err)
+	}
 	id, err := fencing.TransactionalID(cfg.App, cfg.Instance)
 	if err != nil {
 		return nil, eos.BadConfig("pipeline.Config.App", "%w", err)

@@ -14,6 +14,7 @@ import (
 // configuration mistake reads in the terms the user typed.
 var settingFlags = map[string]string{
 	"pipeline.Config.App":                "--app",
+	"pipeline.Config.Instance":           "--instance",
 	"pipeline.Config.Inputs":             "--input",
 	"pipeline.Config.Output":             "--output",
 	"pipeline.Config.Outputs":            "--config (its outputs)",

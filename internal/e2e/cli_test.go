@@ -27,7 +27,7 @@ func TestBadInputGivesOneLineErrorsAndDocumentedExitCodes(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, "unknown command"},
 		{"unknown flag", []string{"produce", "--nope"}, 2, "unknown flag"},
 		{"missing instance", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--input", "cli-in", "--output", "o"}, 2, `"instance" not set`},
-		{"empty instance", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "", "--input", "cli-in", "--output", "o"}, 2, "--instance is empty"},
+		{"empty instance", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "", "--input", "cli-in", "--output", "o"}, 2, "--instance: id is empty"},
 		{"invalid instance", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "pod/1", "--input", "cli-in", "--output", "o"}, 2, "character '/'"},
 		{"too long instance", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", strings.Repeat("x", 250), "--input", "cli-in", "--output", "o"}, 2, "limit of 249"},
 		{"input is output", []string{"run", "passthrough", "--brokers", addr, "--app", "a", "--instance", "0", "--input", "cli-in", "--output", "cli-in"}, 2, "named twice"},
