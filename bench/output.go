@@ -18,13 +18,14 @@ import (
 // WriteTable writes the report as the table `eosctl bench` prints: one row
 // per cell and mode, medians over rounds, and each mode's throughput as a
 // ratio to the baseline's and eos's to the bare loop's (medians of per-round
-// ratios, with their spread for eos).
+// ratios, with their spread for eos). Its advice names settings as
+// bench.Config's fields.
 func WriteTable(w io.Writer, r *Report) error {
 	p := r.Params
 	fmt.Fprintf(w, "%s broker, rtt %s, %s topology, %d partitions, %d worker(s), %d round(s), copiers as %s; %d cores, %s\n",
 		p.Broker, p.RTT, p.Topology, p.Partitions, p.Workers, p.Repeat, p.Copiers, p.Cores, p.GoVersion)
 	if p.NoIdempotencyKey {
-		fmt.Fprintln(w, "eos ran without the idempotency-key header (--eos-idempotency-key=false)")
+		fmt.Fprintln(w, "eos ran without the idempotency-key header (bench.Config.NoIdempotencyKey)")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "interval\tsize\tmode\trec/s\tvs baseline (min-max)\tvs bare (min-max)\ttxn/s\tcommit p50/p99 ms\toverhead %\te2e p50/p99/max ms\tCPU s/M\tRSS MiB\tverified\t")
@@ -66,7 +67,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 	}
 	if len(short) > 0 {
-		fmt.Fprintf(w, "warning: %d run(s) drained their backlog in fewer than 3 commits (2 full ones and the tail) (%s); their throughput includes the last, idle transaction: raise --records\n",
+		fmt.Fprintf(w, "warning: %d run(s) drained their backlog in fewer than 3 commits (2 full ones and the tail) (%s); their throughput includes the last, idle transaction: raise bench.Config.Records\n",
 			len(short), strings.Join(short, ", "))
 	}
 	return nil

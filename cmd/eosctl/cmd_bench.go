@@ -182,9 +182,11 @@ extension; repeatable).`,
 			}
 			rep.Params.Command = "eosctl " + strings.Join(os.Args[1:], " ")
 			if !noTable {
-				if err := bench.WriteTable(os.Stdout, rep); err != nil {
+				var table strings.Builder
+				if err := bench.WriteTable(&table, rep); err != nil {
 					return err
 				}
+				fmt.Print(inFlagNames(table.String()))
 			}
 			return writeBenchFiles(rep, cfg.JSONPath, cfg.CSVPath, cfg.ChartPaths)
 		},

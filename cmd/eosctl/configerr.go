@@ -28,6 +28,7 @@ var settingFlags = map[string]string{
 	"broker.Config.RTT":                  "--rtt",
 	"broker.Config.Listen":               "--listen",
 	"bench.Config.Records":               "--records",
+	"bench.Config.NoIdempotencyKey":      "--eos-idempotency-key=false",
 	"bench.Config.Partitions":            "--partitions",
 	"bench.Config.Workers":               "--workers",
 	"bench.Config.Repeat":                "--repeat",
@@ -62,11 +63,17 @@ func inFlagTerms(err error) string {
 	if f, ok := settingFlags[ce.Setting]; ok {
 		said = f + ": " + ce.Reason
 	}
-	msg = strings.Replace(msg, ce.Error(), said, 1)
+	return inFlagNames(strings.Replace(msg, ce.Error(), said, 1))
+}
+
+// inFlagNames replaces the library's setting names in text with the flags
+// that set them: for errors, and for the reports the library writes (the
+// bench table's advice).
+func inFlagNames(text string) string {
 	// Longest first: pipeline.Config.Outputs before pipeline.Config.Output.
 	settings := slices.SortedFunc(maps.Keys(settingFlags), func(a, b string) int { return len(b) - len(a) })
 	for _, s := range settings {
-		msg = strings.ReplaceAll(msg, s, settingFlags[s])
+		text = strings.ReplaceAll(text, s, settingFlags[s])
 	}
-	return msg
+	return text
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/bench"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/sink"
 )
@@ -54,6 +55,23 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 		if got := inFlagTerms(c.err); got != c.want {
 			t.Errorf("inFlagTerms(%v)\n got  %q\n want %q", c.err, got, c.want)
 		}
+	}
+}
+
+// The bench table's advice names bench.Config's fields; eosctl bench
+// prints it naming the flags.
+func TestBenchTableAdviceNamesTheFlags(t *testing.T) {
+	rep := &bench.Report{Params: bench.Params{NoIdempotencyKey: true}}
+	var b strings.Builder
+	if err := bench.WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := inFlagNames(b.String())
+	if !strings.Contains(got, "(--eos-idempotency-key=false)") || strings.Contains(got, "bench.Config") {
+		t.Errorf("the table as eosctl prints it:\n%s", got)
+	}
+	if got := inFlagNames("idle transaction: raise bench.Config.Records"); got != "idle transaction: raise --records" {
+		t.Errorf("got %q", got)
 	}
 }
 
