@@ -260,6 +260,13 @@ func DefaultRecords(size int) int64 {
 // maxRecordSize is the largest value size kgo's default batch limit takes.
 const maxRecordSize = 900 << 10
 
+// Validate reports the first mistake in c, as Run would, without
+// connecting to anything or writing a file; every error is an
+// *eos.ConfigError naming the field. A caller that prepares something
+// costly before Run (a profile file) checks first.
+func (c Config) Validate() error { return c.validate() }
+
+// validate fills in the defaults of zero fields and checks c.
 func (c *Config) validate() error {
 	if len(c.Intervals) == 0 {
 		c.Intervals = []Interval{{Fixed: 10 * time.Millisecond}, {Fixed: 100 * time.Millisecond}, {Fixed: time.Second}}

@@ -156,6 +156,11 @@ extension; repeatable).`,
 				bars = &stretchProgress{w: os.Stderr}
 				cfg.Progress = benchProgress(bars)
 			}
+			// Judged before the profile file is created, so that a
+			// mistake leaves nothing behind.
+			if err := cfg.Validate(); err != nil {
+				return usage(err)
+			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {

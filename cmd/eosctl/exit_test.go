@@ -116,6 +116,20 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 	}
 }
 
+// A bench command line with a mistake writes nothing: not even the CPU
+// profile it was asked for, which is created only once the rest is judged.
+func TestBadBenchFlagsLeaveNoProfileBehind(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "cpu.out")
+	args := []string{"bench", "--cpuprofile", profile, "--json", filepath.Join(dir, "no", "b.json")}
+	if code, stderr := executeCapturing(t, args); code != exitUsage || !strings.Contains(stderr, "--json: cannot write") {
+		t.Fatalf("eosctl %s: exit %d, stderr %q; want exit %d naming --json", strings.Join(args, " "), code, stderr, exitUsage)
+	}
+	if _, err := os.Stat(profile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the profile %s was created (stat: %v)", profile, err)
+	}
+}
+
 // executeCapturing runs the command line in-process and returns its exit
 // code and what it wrote to stderr.
 func executeCapturing(t *testing.T, args []string) (int, string) {
