@@ -89,8 +89,9 @@ type Config struct {
 	// sticky assignment) or "consumer" (KIP-848, the broker assigns; Kafka
 	// 4.0+).
 	GroupProtocol string
-	// GiveUpAfter bounds how long the worker keeps reopening its session
-	// after consecutive failures before it gives up; 0 means 5 minutes.
+	// GiveUpAfter bounds how long the worker keeps initialising its
+	// producer, at start or reopening its session after consecutive
+	// failures, before it gives up; 0 means 5 minutes.
 	GiveUpAfter time.Duration
 
 	// NoIdempotencyKey leaves the IdempotencyKeyHeader off output records.
@@ -398,7 +399,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	sess, err := txn.Open(ctx, w.id, w.log, w.clientOpts()...)
+	sess, err := w.open(ctx)
 	if err != nil {
 		return w.stopped(err)
 	}
@@ -423,6 +424,31 @@ func (w *Worker) Run(ctx context.Context) error {
 		if sess, err = w.reopen(ctx, sess, err); err != nil {
 			return w.stopped(err)
 		}
+	}
+}
+
+// open initialises the producer for the first time. A failure of the
+// Unknown class (the coordinator's node unreachable, or moving to another
+// node) is retried with exponential backoff and jitter until GiveUpAfter,
+// as reopen retries: a worker started while its coordinator fails over
+// waits for the new one instead of exiting (on Apache Kafka, after a
+// node's SIGKILL, the client's own retries run out before the controller
+// has moved the coordinator; both workers of a chaos drill exited so).
+// prepare has already reached the cluster, so such a failure is not a
+// wrong address.
+func (w *Worker) open(ctx context.Context) (*txn.Session, error) {
+	start, backoff := time.Now(), 100*time.Millisecond
+	for {
+		sess, err := txn.Open(ctx, w.id, w.log, w.clientOpts()...)
+		if err == nil || ctx.Err() != nil || txn.Classify(err) != txn.Unknown {
+			return sess, err
+		}
+		if time.Since(start) > w.cfg.GiveUpAfter {
+			return nil, fmt.Errorf("giving up after %s without initialising the producer: %w", w.cfg.GiveUpAfter, err)
+		}
+		w.log.Warn("initialising the producer failed; retrying", "err", err)
+		sleep(ctx, jitter(backoff))
+		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
