@@ -62,16 +62,9 @@ func TestHeldOutputCommitsExactlyOnceWithItsRecords(t *testing.T) {
 			e.faults.DropResponses(kmsg.EndTxn.Int16(), 1)
 		}
 	}()
-	var done bool
+	all := written(produced)
 	if err := e.run(w, func() bool {
-		if !done {
-			select {
-			case <-produced:
-				done = true
-			default:
-			}
-		}
-		return done && e.faults.Dropped(kmsg.EndTxn.Int16()) == 3
+		return all() && e.faults.Dropped(kmsg.EndTxn.Int16()) == 3
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -31,14 +31,7 @@ func TestRestoreWaitsOutAChangelogLeaderElection(t *testing.T) {
 	a := e.worker(&counter{}, nil)
 	la := &lastCommitted{w: a}
 	a.cfg.OnEvent = la.hook
-	if err := e.run(a, func() bool {
-		select {
-		case <-produced:
-			return true
-		default:
-			return false
-		}
-	}); err != nil {
+	if err := e.run(a, written(produced)); err != nil {
 		t.Fatal(err)
 	}
 

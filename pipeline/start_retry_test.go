@@ -53,14 +53,7 @@ func TestWorkerStartedWhileItsCoordinatorIsDownWaitsForIt(t *testing.T) {
 			}
 		}
 	}
-	if err := e.run(w, func() bool {
-		select {
-		case <-produced:
-			return true
-		default:
-			return false
-		}
-	}); err != nil {
+	if err := e.run(w, written(produced)); err != nil {
 		t.Fatalf("the worker stopped: %v (InitProducerId refused %d times)", err, refused.Load())
 	}
 	select {

@@ -116,6 +116,22 @@ func (e *stateEnv) worker(tr Transform, mod func(*Config)) *Worker {
 	return w
 }
 
+// written returns a done function for run that turns true once produce's
+// channel has yielded (everything is written), and stays true.
+func written(produced <-chan map[string]int32) func() bool {
+	done := false
+	return func() bool {
+		if !done {
+			select {
+			case <-produced:
+				done = true
+			default:
+			}
+		}
+		return done
+	}
+}
+
 // run runs w until its group has consumed everything and done is true, or
 // until it fails.
 func (e *stateEnv) run(w *Worker, done func() bool) error {
