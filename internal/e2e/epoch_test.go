@@ -106,7 +106,13 @@ func TestEpochExhaustionRotatesProducerIDTwiceExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := e.endOffsets(in)
-	e.worker(app, 0, in, out, "--commit-interval", interval.String())
+	last := e.worker(app, 0, in, out, "--commit-interval", interval.String())
+	// If phase 2's worker copied everything, the group is caught up at
+	// once: wait for this one to start before stopping it, or the SIGTERM
+	// lands before eosctl handles signals and it exits 143.
+	e.eventually(time.Minute, "the last worker started", func() (bool, string) {
+		return last.Count(pipeline.EventStarted) > 0, fmt.Sprintf("last event %s", last.Last().Kind)
+	})
 	e.waitCaughtUp(app, 2*time.Minute, in)
 	e.stop()
 	if c := e.count("reinit") + e.count("fenced"); c != 0 {
