@@ -81,7 +81,7 @@ final class Aggregate {
         StreamsBuilder b = new StreamsBuilder();
 
         KStream<String, Staged> parsed = b
-            .stream(f.input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()).withName("input"))
+            .stream(f.inputs(), Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()).withName("input"))
             .process(Parse::new, Named.as("parse"));
 
         // Stage one's dead letters: the record as read, with eos's headers.

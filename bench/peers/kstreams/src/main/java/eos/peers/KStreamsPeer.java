@@ -60,7 +60,7 @@ public final class KStreamsPeer {
         "  --bootstrap HOST:PORT[,...]   brokers (required)",
         "  --app-id APP                  application.id: consumer group, transactional id prefix,",
         "                                internal topic prefix (required)",
-        "  --input TOPIC                 input topic; must exist (required)",
+        "  --input TOPIC[,TOPIC...]      input topics; must exist, with the same partition count (required)",
         "  --output TOPIC                output topic; created with the input's partition count if missing (required)",
         "  --topology NAME               passthrough (copy every record, same partition) or aggregate (required)",
         "  --dlq TOPIC                   dead-letter topic, aggregate only (required there); created like --output",
@@ -87,6 +87,17 @@ public final class KStreamsPeer {
         long windowMs = 5000;
         long graceMs = 600_000;
         boolean help;
+
+        /** The input topics: --input split at commas (eosctl bench gives the backlog and a live topic). */
+        List<String> inputs() {
+            List<String> out = new ArrayList<>();
+            for (String t : input.split(",")) {
+                if (!t.isBlank()) {
+                    out.add(t.trim());
+                }
+            }
+            return out;
+        }
 
         static Flags parse(String[] args) throws UsageException {
             Flags f = new Flags();
@@ -155,7 +166,15 @@ public final class KStreamsPeer {
                 default -> throw new UsageException("--topology: want passthrough or aggregate, got " + quote(f.topology));
             }
             Set<String> topics = new java.util.HashSet<>();
-            for (String t : f.dlq == null ? List.of(f.input, f.output) : List.of(f.input, f.output, f.dlq)) {
+            if (f.inputs().isEmpty()) {
+                throw new UsageException("--input names no topic");
+            }
+            List<String> named = new ArrayList<>(f.inputs());
+            named.add(f.output);
+            if (f.dlq != null) {
+                named.add(f.dlq);
+            }
+            for (String t : named) {
                 if (!topics.add(t)) {
                     throw new UsageException("topic " + quote(t) + " is named twice among --input, --output and --dlq");
                 }
@@ -286,24 +305,32 @@ public final class KStreamsPeer {
     }
 
     /**
-     * Checks that the input exists and creates the output (and dead-letter) topics with its partition
-     * count if they are missing. Returns the input's partition count.
+     * Checks that the inputs exist with one partition count and creates the output (and dead-letter)
+     * topics with it if they are missing. Returns the inputs' partition count.
      */
     static int prepareTopics(Flags f) throws Exception {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, f.bootstrap);
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30_000);
         try (Admin admin = Admin.create(p)) {
-            TopicDescription in;
-            try {
-                in = admin.describeTopics(List.of(f.input)).allTopicNames().get(30, TimeUnit.SECONDS).get(f.input);
-            } catch (ExecutionException e) {
-                if (e.getCause() instanceof UnknownTopicOrPartitionException) {
-                    throw new Exception("input topic " + quote(f.input) + " does not exist");
+            int n = -1;
+            for (String t : f.inputs()) {
+                TopicDescription in;
+                try {
+                    in = admin.describeTopics(List.of(t)).allTopicNames().get(30, TimeUnit.SECONDS).get(t);
+                } catch (ExecutionException e) {
+                    if (e.getCause() instanceof UnknownTopicOrPartitionException) {
+                        throw new Exception("input topic " + quote(t) + " does not exist");
+                    }
+                    throw new Exception("describing input topic " + quote(t) + ": " + e.getCause());
                 }
-                throw new Exception("describing input topic " + quote(f.input) + ": " + e.getCause());
+                int tn = in.partitions().size();
+                if (n >= 0 && tn != n) {
+                    throw new Exception("input topic " + quote(t) + " has " + tn + " partitions, the first input " + n
+                        + ": every input must have as many");
+                }
+                n = tn;
             }
-            int n = in.partitions().size();
             List<NewTopic> create = new ArrayList<>();
             for (String t : f.dlq == null ? List.of(f.output) : List.of(f.output, f.dlq)) {
                 create.add(new NewTopic(t, Optional.of(n), Optional.empty()));

@@ -30,7 +30,7 @@ final class Passthrough {
 
     static Topology build(KStreamsPeer.Flags f) {
         StreamsBuilder b = new StreamsBuilder();
-        b.stream(f.input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()).withName("input"))
+        b.stream(f.inputs(), Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()).withName("input"))
             .processValues(() -> new FixedKeyProcessor<byte[], byte[], byte[]>() {
                 private FixedKeyProcessorContext<byte[], byte[]> ctx;
 
