@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -135,13 +136,15 @@ type children struct {
 }
 
 type child struct {
-	name   string
-	cmd    *exec.Cmd
-	stderr *tailBuffer
-	done   chan struct{}
-	err    error
+	name     string
+	cmd      *exec.Cmd
+	stderr   *tailBuffer
+	done     chan struct{}
+	err      error
+	stopping atomic.Bool // stop asked it to finish
 }
 
+// startChildren starts job's copiers as child processes of bin.
 func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
 	bin := cfg.Bin
 	if bin == "" {
@@ -153,24 +156,50 @@ func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	}
 	f := &children{}
 	for i := range job.workers {
-		args := copierArgs(cfg, brokers, job, i)
-		c := &child{name: fmt.Sprintf("%s copier %d", job.mode, i), stderr: &tailBuffer{max: 8 << 10}, done: make(chan struct{})}
-		c.cmd = exec.CommandContext(ctx, bin, args...)
-		c.cmd.Env = append(os.Environ(), cfg.ChildEnv...)
-		c.cmd.Stderr = c.stderr
-		out, err := c.cmd.StdoutPipe()
-		if err != nil {
+		cmd := exec.CommandContext(ctx, bin, copierArgs(cfg, brokers, job, i)...)
+		cmd.Env = append(os.Environ(), cfg.ChildEnv...)
+		parse := func(line []byte) {
+			var e pipeline.Event
+			if json.Unmarshal(line, &e) == nil && e.Kind != "" {
+				onEvent(e)
+			}
+		}
+		if _, err := f.start(ctx, fmt.Sprintf("%s copier %d", job.mode, i), cmd, parse, onEvent); err != nil {
 			f.stop()
 			return nil, err
 		}
-		if err := c.cmd.Start(); err != nil {
-			f.stop()
-			return nil, fmt.Errorf("bench: starting %s (%s): %w", c.name, bin, err)
-		}
-		f.procs = append(f.procs, c)
-		go c.read(out, onEvent)
 	}
 	return f, nil
+}
+
+// start starts cmd as one of f's processes, handing every line of its
+// stdout to parse. A process that exits before stop asks it to, while ctx
+// is live, is reported to onEvent as a stopped event with its error and the
+// last line of its stderr, which fails the run at once rather than after
+// Config.RunTimeout.
+func (f *children) start(ctx context.Context, name string, cmd *exec.Cmd, parse func([]byte), onEvent func(pipeline.Event)) (*child, error) {
+	c := &child{name: name, cmd: cmd, stderr: &tailBuffer{max: 8 << 10}, done: make(chan struct{})}
+	c.cmd.Stderr = c.stderr
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: starting %s (%s): %w", c.name, cmd.Path, err)
+	}
+	f.procs = append(f.procs, c)
+	go func() {
+		c.read(out, parse)
+		if !c.stopping.Load() && ctx.Err() == nil {
+			why := "exit status 0"
+			if c.err != nil {
+				why = c.err.Error()
+			}
+			onEvent(pipeline.Event{Time: time.Now(), Kind: pipeline.EventStopped,
+				Err: fmt.Sprintf("%s exited before the run ended (%s): %s", c.name, why, c.stderr.lastLine())})
+		}
+	}()
+	return c, nil
 }
 
 // copierArgs is the command line of copier i of job. The eos copier is a
@@ -199,14 +228,11 @@ func copierArgs(cfg *Config, brokers []string, job copyJob, i int) []string {
 	}
 }
 
-func (c *child) read(out interface{ Read([]byte) (int, error) }, onEvent func(pipeline.Event)) {
+func (c *child) read(out interface{ Read([]byte) (int, error) }, parse func([]byte)) {
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var e pipeline.Event
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind != "" {
-			onEvent(e)
-		}
+		parse(sc.Bytes())
 	}
 	c.err = c.cmd.Wait()
 	close(c.done)
@@ -229,6 +255,7 @@ func (f *children) stop() (int64, error) {
 	var peak int64
 	for _, c := range f.procs {
 		peak = max(peak, procPeakRSS(c.cmd.Process.Pid))
+		c.stopping.Store(true)
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	var first error
