@@ -39,7 +39,7 @@ func CheckChartPath(path string) error {
 
 // WriteChart draws two panels against the commit interval (log scale), one
 // line per record size and mode: throughput (eos solid, baseline dashed,
-// bare dotted), and eos's throughput loss in percent against the baseline
+// bare dotted, kstreams dash-dotted), and eos's throughput loss in percent against the baseline
 // (solid) and against the bare loop (dotted). An auto cell is drawn as a
 // triangle at the interval it settled on. The format follows path's
 // extension (.svg or .png); the file is written atomically.
@@ -85,7 +85,7 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 	var ticks plot.ConstantTicks
 	seen := map[float64]bool{}
 	for i, size := range p.Sizes {
-		var eos, base, bare, lossPts, bareLoss, autoRPS, autoLoss plotter.XYs
+		var eos, base, bare, ks, lossPts, bareLoss, autoRPS, autoLoss plotter.XYs
 		for _, c := range r.Cells {
 			if c.Size != size || c.Rounds == 0 {
 				continue
@@ -112,12 +112,15 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 			if c.BaselineRPS > 0 {
 				lossPts = append(lossPts, plotter.XY{X: x, Y: c.LossPct})
 			}
+			if c.KStreamsRPS > 0 {
+				ks = append(ks, plotter.XY{X: x, Y: c.KStreamsRPS})
+			}
 			if c.BareRPS > 0 {
 				bare = append(bare, plotter.XY{X: x, Y: c.BareRPS})
 				bareLoss = append(bareLoss, plotter.XY{X: x, Y: (1 - c.BareRatio) * 100})
 			}
 		}
-		for _, xys := range []plotter.XYs{eos, base, bare, lossPts, bareLoss} {
+		for _, xys := range []plotter.XYs{eos, base, bare, ks, lossPts, bareLoss} {
 			sort.Slice(xys, func(a, b int) bool { return xys[a].X < xys[b].X })
 		}
 		col := plotutil.Color(i)
@@ -130,6 +133,9 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 		}
 		dotted := []vg.Length{vg.Points(1.5), vg.Points(2.5)}
 		if err := addLine(rps, bare, col, dotted, "bare "+label); err != nil {
+			return nil, nil, err
+		}
+		if err := addLine(rps, ks, col, []vg.Length{vg.Points(6), vg.Points(2), vg.Points(1.5), vg.Points(2)}, "kstreams "+label); err != nil {
 			return nil, nil, err
 		}
 		if err := addLine(loss, lossPts, col, nil, "vs baseline "+label); err != nil {

@@ -11,6 +11,15 @@
 //     the engine costs, or saves, over writing the loop yourself.
 //   - eos: the real worker of package pipeline (transactions,
 //     read_committed, offsets committed inside the transaction).
+//   - kstreams: Kafka Streams 4.4 with processing.guarantee=exactly_once_v2,
+//     the peer application of bench/peers/kstreams (embedded in this
+//     package and built with Maven into the cache on first use), one JVM
+//     per worker; only against Config.Brokers (real Apache Kafka) and for
+//     the passthrough topology. Kafka Streams reports no commits, so its
+//     progress is read from the broker (its group's committed offsets,
+//     polled every 25 ms): its throughput, end-to-end latency, CPU and peak
+//     RSS are measured as the others', but it has no commit timings, commit
+//     overhead or transaction rate. Not in the default modes.
 //
 // After each drain the output is read back with read_committed (package
 // verify) and must hold every input record exactly once, in input order per
@@ -54,12 +63,18 @@ const (
 	ModeBaseline Mode = "baseline" // at-least-once: idempotent producer, OffsetCommit after a flush
 	ModeBare     Mode = "bare"     // a hand-written GroupTransactSession loop
 	ModeEOS      Mode = "eos"      // the pipeline worker: transactions, read_committed
+	ModeKStreams Mode = "kstreams" // Kafka Streams with exactly_once_v2 (real Apache Kafka only)
 )
 
-// AllModes are the modes in the order a cell runs them by default.
+// AllModes are the modes in the order a cell runs them by default. The
+// kstreams mode is not among them: it needs real brokers, Java and Maven.
 var AllModes = []Mode{ModeBaseline, ModeBare, ModeEOS}
 
-// ParseModes parses a comma-separated list such as "baseline,bare,eos".
+// knownModes are every mode, in the order a cell runs them by default.
+var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeKStreams}
+
+// ParseModes parses a comma-separated list such as "baseline,bare,eos" or
+// "baseline,eos,kstreams".
 // The order given is the order a cell runs them in.
 func ParseModes(s string) ([]Mode, error) {
 	var out []Mode
@@ -68,8 +83,8 @@ func ParseModes(s string) ([]Mode, error) {
 			continue
 		}
 		m := Mode(f)
-		if !slices.Contains(AllModes, m) {
-			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare or eos", f)
+		if !slices.Contains(knownModes, m) {
+			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare, eos or kstreams", f)
 		}
 		if slices.Contains(out, m) {
 			return nil, eos.BadConfig("bench.Config.Modes", "mode %q is listed twice", f)
@@ -149,6 +164,8 @@ func ParseSizes(s string) ([]int, error) {
 type Config struct {
 	// Modes to run in every cell, in this order; default AllModes. An
 	// auto interval needs eos (the others commit as often as it chose).
+	// ModeKStreams needs Brokers, the passthrough topology, child
+	// processes (not InProcess), and java and mvn on PATH.
 	Modes []Mode
 	// Intervals to sweep; default 10ms, 100ms, 1s.
 	Intervals []Interval
@@ -278,8 +295,8 @@ func (c *Config) validate() error {
 		c.Modes = slices.Clone(AllModes)
 	}
 	for i, m := range c.Modes {
-		if !slices.Contains(AllModes, m) || slices.Contains(c.Modes[:i], m) {
-			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos at most once", c.Modes)
+		if !slices.Contains(knownModes, m) || slices.Contains(c.Modes[:i], m) {
+			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, kstreams at most once", c.Modes)
 		}
 	}
 	def := func(v *int, d int) {
@@ -345,6 +362,19 @@ func (c *Config) validate() error {
 	}
 	if slices.Contains(c.Modes, ModeBare) && c.Topology != "passthrough" {
 		return eos.BadConfig("bench.Config.Modes", "the bare mode only copies (passthrough); drop it from the modes to benchmark %s", c.Topology)
+	}
+	if slices.Contains(c.Modes, ModeKStreams) {
+		switch {
+		case len(c.Brokers) == 0:
+			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (bench.Config.Brokers), not the embedded broker")
+		case c.InProcess:
+			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams as a JVM child process; with bench.Config.InProcess the other modes' CPU and RSS would be the whole process's, not comparable: drop one of them")
+		case c.Topology != "passthrough":
+			// The bench's inputs are datagen records and its judge a copy
+			// check (verify.Run); an aggregate run needs verify.AggregateInput,
+			// the topology's configuration and verify.JudgeAggregate.
+			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs the passthrough topology only: the bench has no aggregate input or judgement yet, not %s", c.Topology)
+		}
 	}
 	if slices.ContainsFunc(c.Intervals, func(i Interval) bool { return i.Auto }) && !slices.Contains(c.Modes, ModeEOS) {
 		return eos.BadConfig("bench.Config.Modes", "an auto interval needs the eos mode, which chooses it")

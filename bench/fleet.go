@@ -30,6 +30,7 @@ type copyJob struct {
 	inputs   []string
 	output   string
 	workers  int
+	peerJar  string // the kstreams mode's jar
 }
 
 // fleet is the running copiers of one run, as goroutines or as child
@@ -45,6 +46,9 @@ type fleet interface {
 
 // startFleet starts job's copiers in the way cfg says.
 func startFleet(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
+	if job.mode == ModeKStreams {
+		return startKStreams(ctx, cfg, brokers, job, onEvent)
+	}
 	if cfg.InProcess {
 		return startInProcess(ctx, cfg, brokers, job, onEvent)
 	}
@@ -153,6 +157,11 @@ func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJ
 			return nil, fmt.Errorf("bench: finding own executable for the copier processes: %w", err)
 		}
 		bin = self
+		if strings.HasSuffix(bin, ".test") {
+			// A test binary given eosctl's arguments runs its tests again,
+			// each starting copiers of its own.
+			return nil, fmt.Errorf("bench: the copier processes need bench.Config.Bin (an eosctl binary) when run from a test binary (%s)", bin)
+		}
 	}
 	f := &children{}
 	for i := range job.workers {

@@ -28,24 +28,42 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintln(w, "eos ran without the idempotency-key header (bench.Config.NoIdempotencyKey)")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "interval\tsize\tmode\trec/s\tvs baseline (min-max)\tvs bare (min-max)\ttxn/s\tcommit p50/p99 ms\toverhead %\te2e p50/p99/max ms\tCPU s/M\tRSS MiB\tverified\t")
+	withKS := slices.Contains(p.Modes, ModeKStreams)
+	head := "interval\tsize\tmode\trec/s\tvs baseline (min-max)\tvs bare (min-max)\t"
+	if withKS {
+		head += "vs kstreams (min-max)\t"
+	}
+	fmt.Fprintln(tw, head+"txn/s\tcommit p50/p99 ms\toverhead %\te2e p50/p99/max ms\tCPU s/M\tRSS MiB\tverified\t")
 	for _, c := range r.Cells {
 		for _, m := range modesOf(c, p.Modes) {
 			st := modeStats(c.Runs, m)
-			vsBase, vsBare := "-", "-"
+			vsBase, vsBare, vsKS := "-", "-", "-"
 			if m != ModeBaseline {
 				vsBase = ratioCell(roundRatios(c.Runs, m, ModeBaseline))
 			}
 			if m == ModeEOS {
 				vsBare = ratioCell(roundRatios(c.Runs, m, ModeBare))
+				vsKS = ratioCell(roundRatios(c.Runs, m, ModeKStreams))
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.1f\t%.1f/%.1f\t%.1f\t%.1f/%.1f/%.1f\t%.2f\t%.0f\t%s\t\n",
-				c.Interval, c.Size, m, grouped(st.rps), vsBase, vsBare, st.txnPerSec, st.commitP50, st.commitP99, st.overhead,
+			row := fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s\t", c.Interval, c.Size, m, grouped(st.rps), vsBase, vsBare)
+			if withKS {
+				row += vsKS + "\t"
+			}
+			// Kafka Streams reports no commits: its transaction rate,
+			// commit timings and overhead are unknown, not zero.
+			commits := fmt.Sprintf("%.1f\t%.1f/%.1f\t%.1f\t", st.txnPerSec, st.commitP50, st.commitP99, st.overhead)
+			if m == ModeKStreams {
+				commits = "-\t-\t-\t"
+			}
+			fmt.Fprintf(tw, "%s%s%.1f/%.1f/%.1f\t%.2f\t%.0f\t%s\t\n", row, commits,
 				st.e2eP50, st.e2eP99, st.e2eMax, st.cpuPerM, st.rss, st.verified)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if withKS {
+		fmt.Fprintln(w, "kstreams: Kafka Streams (exactly_once_v2) as one JVM per worker; its progress is its group's committed offsets read from the broker, so it has no txn/s, commit timings or overhead (-); its CPU counts from when each JVM reached RUNNING")
 	}
 	if p.TopicPrefix != "" {
 		fmt.Fprintf(w, "topics and groups %s-* were created on %s for this run and deleted\n", p.TopicPrefix, strings.Join(p.Brokers, ","))
@@ -177,6 +195,9 @@ var csvColumns = []string{
 	"e2e_p50_ms", "e2e_p99_ms", "e2e_p99_min_ms", "e2e_p99_max_ms", "e2e_max_ms",
 	"baseline_e2e_p50_ms", "baseline_e2e_p99_ms", "baseline_e2e_max_ms",
 	"eos_cpu_s_per_m", "baseline_cpu_s_per_m", "eos_peak_rss_mib", "baseline_peak_rss_mib",
+	"kstreams_rps", "kstreams_rps_min", "kstreams_rps_max", "kstreams_mbps",
+	"eos_vs_kstreams", "eos_vs_kstreams_min", "eos_vs_kstreams_max",
+	"kstreams_e2e_p50_ms", "kstreams_e2e_p99_ms", "kstreams_e2e_max_ms", "kstreams_cpu_s_per_m", "kstreams_peak_rss_mib",
 	"aborted", "reinits",
 }
 

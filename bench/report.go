@@ -107,7 +107,7 @@ type RunResult struct {
 
 // Cell is one (interval, size) of the sweep: medians over rounds of every
 // mode, and their ratios. Unprefixed latency and commit figures are the eos
-// mode's; baseline_ and bare_ ones the other modes'. A mode that did not run
+// mode's; baseline_, bare_ and kstreams_ ones the other modes'. A mode that did not run
 // leaves its figures and ratios 0.
 type Cell struct {
 	Interval string `json:"interval"`
@@ -178,6 +178,23 @@ type Cell struct {
 	BareE2EP99Ms     float64 `json:"bare_e2e_p99_ms"`
 	BareE2EMaxMs     float64 `json:"bare_e2e_max_ms"`
 
+	// KStreams figures are the kstreams mode's (Kafka Streams): throughput,
+	// end-to-end latency, CPU and peak RSS measured as the others'. It has
+	// no commit timings: Kafka Streams does not report its commits.
+	KStreamsRPS    float64 `json:"kstreams_rps"`
+	KStreamsRPSMin float64 `json:"kstreams_rps_min"`
+	KStreamsRPSMax float64 `json:"kstreams_rps_max"`
+	KStreamsMBps   float64 `json:"kstreams_mbps"`
+	// EOSVsKStreams is the median over rounds of eos_rps/kstreams_rps.
+	EOSVsKStreams      float64 `json:"eos_vs_kstreams"`
+	EOSVsKStreamsMin   float64 `json:"eos_vs_kstreams_min"`
+	EOSVsKStreamsMax   float64 `json:"eos_vs_kstreams_max"`
+	KStreamsE2EP50Ms   float64 `json:"kstreams_e2e_p50_ms"`
+	KStreamsE2EP99Ms   float64 `json:"kstreams_e2e_p99_ms"`
+	KStreamsE2EMaxMs   float64 `json:"kstreams_e2e_max_ms"`
+	KStreamsCPUSecPerM float64 `json:"kstreams_cpu_s_per_m"`
+	KStreamsPeakRSSMiB float64 `json:"kstreams_peak_rss_mib"`
+
 	EOSCPUSecPerM      float64 `json:"eos_cpu_s_per_m"`
 	BaselineCPUSecPerM float64 `json:"baseline_cpu_s_per_m"`
 	EOSPeakRSSMiB      float64 `json:"eos_peak_rss_mib"`
@@ -225,8 +242,8 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 	}
 	med := func(m Mode, f func(RunResult) float64) float64 { return median(pick(m, f)) }
 	rps := func(r RunResult) float64 { return r.RPS }
-	base, bare, eos := pick(ModeBaseline, rps), pick(ModeBare, rps), pick(ModeEOS, rps)
-	for _, xs := range [][]float64{base, bare, eos} {
+	base, bare, eos, ks := pick(ModeBaseline, rps), pick(ModeBare, rps), pick(ModeEOS, rps), pick(ModeKStreams, rps)
+	for _, xs := range [][]float64{base, bare, eos, ks} {
 		if len(xs) > 0 && (c.Rounds == 0 || len(xs) < c.Rounds) {
 			c.Rounds = len(xs)
 		}
@@ -279,6 +296,16 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 	c.BaselineE2EP50Ms = med(ModeBaseline, func(r RunResult) float64 { return r.E2EP50Ms })
 	c.BaselineE2EP99Ms = med(ModeBaseline, func(r RunResult) float64 { return r.E2EP99Ms })
 	c.BaselineE2EMaxMs = maxOf(pick(ModeBaseline, func(r RunResult) float64 { return r.E2EMaxMs }))
+
+	c.KStreamsRPS, c.KStreamsRPSMin, c.KStreamsRPSMax = median(ks), minOf(ks), maxOf(ks)
+	c.KStreamsMBps = med(ModeKStreams, func(r RunResult) float64 { return r.MBps })
+	ksRatios := roundRatios(runs, ModeEOS, ModeKStreams)
+	c.EOSVsKStreams, c.EOSVsKStreamsMin, c.EOSVsKStreamsMax = median(ksRatios), minOf(ksRatios), maxOf(ksRatios)
+	c.KStreamsE2EP50Ms = med(ModeKStreams, func(r RunResult) float64 { return r.E2EP50Ms })
+	c.KStreamsE2EP99Ms = med(ModeKStreams, func(r RunResult) float64 { return r.E2EP99Ms })
+	c.KStreamsE2EMaxMs = maxOf(pick(ModeKStreams, func(r RunResult) float64 { return r.E2EMaxMs }))
+	c.KStreamsCPUSecPerM = med(ModeKStreams, func(r RunResult) float64 { return r.CPUSecPerM })
+	c.KStreamsPeakRSSMiB = maxOf(pick(ModeKStreams, func(r RunResult) float64 { return r.PeakRSSMiB }))
 
 	c.EOSCPUSecPerM = med(ModeEOS, func(r RunResult) float64 { return r.CPUSecPerM })
 	c.BaselineCPUSecPerM = med(ModeBaseline, func(r RunResult) float64 { return r.CPUSecPerM })

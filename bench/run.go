@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	b := &bencher{cfg: &cfg, started: time.Now()}
+	if slices.Contains(cfg.Modes, ModeKStreams) {
+		// Before anything is created: a missing tool or a failed build
+		// ends the benchmark at once.
+		jar, err := peerJar(ctx, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		b.peerJar = jar
+	}
 	if err := b.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -54,6 +64,7 @@ type bencher struct {
 	groups  []string
 	runs    []RunResult
 	runNo   int
+	peerJar string // the kstreams mode's jar
 }
 
 func (b *bencher) connect(ctx context.Context) error {
@@ -178,7 +189,7 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 	res := RunResult{Round: round, Mode: mode, Interval: cellIv.String(), Size: size, Records: b.cfg.records(size)}
 	name := fmt.Sprintf("run %d/%d (round %d, %s, %s, %d bytes)", b.runNo, b.totalRuns(), round, mode, cellIv, size)
 	stem := fmt.Sprintf("%s-%s-%s-%d-r%d", b.prefix, mode, topicSafe(cellIv.String()), size, round)
-	job := copyJob{mode: mode, interval: iv, app: stem, inputs: []string{b.inputs[size], stem + "-live"}, output: stem + "-out", workers: b.cfg.Workers}
+	job := copyJob{mode: mode, interval: iv, app: stem, inputs: []string{b.inputs[size], stem + "-live"}, output: stem + "-out", workers: b.cfg.Workers, peerJar: b.peerJar}
 	b.groups = append(b.groups, stem)
 	for _, t := range job.inputs[1:] {
 		if err := b.createTopic(ctx, t); err != nil {
@@ -390,6 +401,10 @@ func (b *bencher) params() Params {
 		p.Copiers = "child processes (eosctl run for eos, eosctl bench baseline and bench bare for the others)"
 		p.CPUScope = "the copier processes only, from process start to the end of the drain (/proc/<pid>/stat, 10ms ticks)"
 		p.RSSScope = "the largest copier process's peak RSS since exec (VmHWM from /proc/<pid>/status, read before it is stopped)"
+	}
+	if slices.Contains(c.Modes, ModeKStreams) {
+		p.Copiers += "; kstreams as Kafka Streams JVMs (java -Xmx" + kstreamsHeap + " -jar kstreams-peer.jar --threads 1)"
+		p.CPUScope += "; for kstreams, from when each JVM reached RUNNING (its start, class loading and group join left out)"
 	}
 	return p
 }

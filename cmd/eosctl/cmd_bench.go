@@ -39,10 +39,10 @@ func newBenchCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure what exactly-once costs: eos against an at-least-once baseline and a hand-written loop, in one run",
-		Long: `Runs the same topology over the same pre-produced input in up to three modes
-(--modes, default all three, run in that order in every cell), on the same
-brokers, for --repeat rounds:
+		Short: "Measure what exactly-once costs: eos against an at-least-once baseline, a hand-written loop and Kafka Streams, in one run",
+		Long: `Runs the same topology over the same pre-produced input in up to four modes
+(--modes, default baseline,bare,eos, run in the order given in every cell),
+on the same brokers, for --repeat rounds:
 
   baseline  at-least-once: idempotent producer (acks=all), read_uncommitted
             consumer group, and every commit interval a flush followed by a
@@ -53,11 +53,21 @@ brokers, for --repeat rounds:
             kgo's defaults and none of eos's features; what the engine costs
             or saves over writing the loop yourself (passthrough only);
   eos       the real worker (eosctl run): transactions, read_committed, the
-            offsets committed inside the transaction.
+            offsets committed inside the transaction;
+  kstreams  Kafka Streams 4.4 with processing.guarantee=exactly_once_v2 (the
+            application of bench/peers/kstreams, built with Maven on first
+            use into ~/.cache/eos/kstreams-peer, or $EOS_KAFKA_CACHE; needs
+            java 17+ and mvn), one JVM per worker (-Xmx512m, one stream
+            thread); real Apache Kafka only (--brokers), passthrough only.
+            Kafka Streams reports no commits: its progress is its group's
+            committed offsets, read from the broker every 25 ms, so its
+            txn/s, commit timings and overhead show "-"; its throughput,
+            e2e latency, CPU (counted from when the JVM is RUNNING) and peak
+            RSS are measured as the others'.
 
 After each drain the output is read back with read_committed and must hold
-every input record exactly once and in order per partition; bare or eos
-failing that check fails the benchmark (the baseline may duplicate: that is
+every input record exactly once and in order per partition; bare, eos or
+kstreams failing that check fails the benchmark (the baseline may duplicate: that is
 what at-least-once allows, and the run says so).
 
 Each run drains a backlog of --records records (throughput, commit timings,
@@ -94,7 +104,9 @@ extension; repeatable).`,
   eosctl bench --modes eos --eos-idempotency-key=false --sizes 100 --intervals 100ms
   eosctl bench --intervals 10ms,100ms,1s,auto --sizes 1024 --json bench.json --chart bench.svg --chart bench.png
   eosctl bench --rtt 0 --sizes 100 --intervals 100ms --in-process
-  eosctl bench --brokers kafka-1:9092,kafka-2:9092 --sizes 1024 --intervals 100ms,1s --repeat 5`,
+  eosctl bench --brokers kafka-1:9092,kafka-2:9092 --sizes 1024 --intervals 100ms,1s --repeat 5
+  # eos beside Kafka Streams on a real Apache Kafka cluster (scripts/kafka start), interleaved:
+  eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -197,7 +209,7 @@ extension; repeatable).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos")
+	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos, kstreams (Kafka Streams; --brokers only)")
 	f.BoolVar(&eosIdemKey, "eos-idempotency-key", true, "run eos with its idempotency-key header (false: without, as eosctl run --idempotency-key=false)")
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
 	f.StringVar(&sizes, "sizes", "100,1024", "record value sizes to sweep, in bytes, comma-separated")

@@ -34,6 +34,7 @@ var settingFlags = map[string]string{
 	"bench.Config.Repeat":                "--repeat",
 	"bench.Config.RTT":                   "--rtt",
 	"bench.Config.Brokers":               "--brokers",
+	"bench.Config.InProcess":             "--in-process",
 	"bench.Config.OverheadBudget":        "--eos-overhead-budget",
 	"bench.Config.MaxCommitInterval":     "--max-commit-interval",
 	"bench.Config.Topology":              "--topology",

@@ -1,0 +1,258 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eosctl/eos/internal/kafkacluster"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The kstreams mode runs the Kafka Streams peer of bench/peers/kstreams (a
+// Kafka Streams 4.4 application with processing.guarantee=exactly_once_v2;
+// see its README.md) as one JVM per worker. An installed eosctl has no
+// source tree, so the peer's Maven project is embedded here and built on
+// first use into the cache (see peerJar).
+//
+//go:embed peers/kstreams/pom.xml peers/kstreams/src
+var kstreamsPeer embed.FS
+
+// kstreamsHeap is each peer JVM's -Xmx: what the peer's README measured
+// with (peak RSS 280 to 370 MB), so that the heap neither limits Kafka
+// Streams nor lets it grow without bound on a small machine.
+const kstreamsHeap = "512m"
+
+// kstreamsPoll is how often the kstreams fleet reads its group's committed
+// offsets from the broker: Kafka Streams has no commit callback, so the
+// broker is where its progress shows.
+const kstreamsPoll = 25 * time.Millisecond
+
+// peerSourceHash returns a short hash of the embedded peer's files, paths
+// and contents: the cache directory of one version of the peer.
+func peerSourceHash() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(kstreamsPeer, "peers/kstreams", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := kstreamsPeer.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:16], err
+}
+
+// peerJar returns the path of the peer's runnable jar, building it with
+// Maven on first use: the embedded sources are written to
+// <cache>/kstreams-peer/<hash of the sources>/ (cache: $EOS_KAFKA_CACHE, or
+// ~/.cache/eos, where Apache Kafka's jars for scripts/kafka go too) and
+// `mvn -q -B package` runs there. Later calls, from any process, reuse it.
+func peerJar(ctx context.Context, logger interface{ Warn(string, ...any) }) (string, error) {
+	if err := kafkacluster.LookTools("the kstreams mode builds and runs a Kafka Streams application: Java 17+ and Maven 3.8+", "java", "mvn"); err != nil {
+		return "", fmt.Errorf("bench: %w", err)
+	}
+	root, err := kafkacluster.CacheRoot()
+	if err != nil {
+		return "", fmt.Errorf("bench: %w", err)
+	}
+	hash, err := peerSourceHash()
+	if err != nil {
+		return "", fmt.Errorf("bench: reading the embedded Kafka Streams peer: %w", err)
+	}
+	dir := filepath.Join(root, "kstreams-peer", hash)
+	jar := filepath.Join(dir, "kstreams-peer.jar")
+	err = kafkacluster.Once(dir, "built", func() error {
+		logger.Warn("building the Kafka Streams peer with Maven (once; later runs reuse it)", "dir", dir)
+		src := filepath.Join(dir, "src")
+		_ = os.RemoveAll(src)
+		_ = os.RemoveAll(filepath.Join(dir, "target"))
+		err := fs.WalkDir(kstreamsPeer, "peers/kstreams", func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			to := filepath.Join(dir, strings.TrimPrefix(path, "peers/kstreams"))
+			if d.IsDir() {
+				return os.MkdirAll(to, 0o755)
+			}
+			b, err := kstreamsPeer.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, b, 0o644)
+		})
+		if err != nil {
+			return fmt.Errorf("writing the peer's sources: %w", err)
+		}
+		if err := kafkacluster.Maven(ctx, "-f", filepath.Join(dir, "pom.xml"), "package"); err != nil {
+			return fmt.Errorf("mvn could not build the Kafka Streams peer in %s: %w", dir, err)
+		}
+		if err := os.Rename(filepath.Join(dir, "target", "kstreams-peer.jar"), jar); err != nil {
+			return err
+		}
+		return os.RemoveAll(filepath.Join(dir, "target")) // the unshaded jar and classes: 100 MB of nothing
+
+	})
+	if err != nil {
+		return "", fmt.Errorf("bench: %w", err)
+	}
+	return jar, nil
+}
+
+// kstreamsFleet is a run's Kafka Streams JVMs. Its progress comes from the
+// broker: every kstreamsPoll it reads the committed offsets of the run's
+// group (the peer's application.id) on the backlog topic and turns every
+// increase into a committed event for the run's log, with the records
+// consumed since the last increase. Those events carry no commit duration
+// (Kafka Streams does not say how long its commits take), so the commit
+// timings and overhead of a kstreams run are 0 and the table shows "-".
+type kstreamsFleet struct {
+	children
+	cpu0     time.Duration // the JVMs' CPU until each reached RUNNING
+	cpuMu    sync.Mutex
+	started  chan struct{} // closed when the first JVM reached RUNNING
+	startedT time.Time
+	once     sync.Once
+	cancel   context.CancelFunc
+	polled   chan struct{}
+	stateDir string
+}
+
+// peerLine is a line the peer prints on stdout.
+type peerLine struct {
+	Kind string `json:"kind"`
+	PID  int    `json:"pid"`
+}
+
+func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
+	stateDir, err := os.MkdirTemp("", "eosbench-kstreams-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	f := &kstreamsFleet{started: make(chan struct{}), polled: make(chan struct{}), stateDir: stateDir}
+	interval := max(job.interval.Fixed.Round(time.Millisecond), time.Millisecond)
+	for i := range job.workers {
+		// Java 17 does not read $JAVA_TOOL_OPTIONS quietly; the flags go on
+		// the command line. The peer logs at warn: its info lines are
+		// Kafka Streams' configuration dumps.
+		args := []string{"-Xmx" + kstreamsHeap, "-Djava.awt.headless=true",
+			"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", job.peerJar,
+			"--bootstrap", strings.Join(brokers, ","), "--app-id", job.app,
+			"--input", strings.Join(job.inputs, ","), "--output", job.output, "--topology", cfg.Topology,
+			"--commit-interval-ms", strconv.FormatInt(interval.Milliseconds(), 10),
+			"--threads", "1", "--state-dir", filepath.Join(stateDir, strconv.Itoa(i))}
+		cmd := exec.CommandContext(ctx, "java", args...)
+		parse := func(line []byte) {
+			var l peerLine
+			if json.Unmarshal(line, &l) != nil || l.Kind != "started" {
+				return
+			}
+			// CPU is counted from RUNNING: the JVM's start (class loading,
+			// the topology's build, the group join) is not the drain. The
+			// peer runs as java itself, so its pid is the child's.
+			f.cpuMu.Lock()
+			f.cpu0 += procCPU(l.PID)
+			f.cpuMu.Unlock()
+			f.once.Do(func() { f.startedT = time.Now(); close(f.started) })
+		}
+		if _, err := f.start(ctx, fmt.Sprintf("kstreams worker %d", i), cmd, parse, onEvent); err != nil {
+			f.children.stop()
+			_ = os.RemoveAll(stateDir)
+			return nil, err
+		}
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, cfg.ClientOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		f.children.stop()
+		_ = os.RemoveAll(stateDir)
+		return nil, fmt.Errorf("bench: kstreams progress client: %w", err)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	f.cancel = cancel
+	go func() {
+		defer close(f.polled)
+		defer cl.Close()
+		f.poll(pctx, kadm.NewClient(cl), job.app, job.inputs[0], onEvent, cfg.Logger)
+	}()
+	return f, nil
+}
+
+// poll turns increases of group's committed offsets on topic into committed
+// events until ctx ends. The first event's transaction begins when the
+// first JVM reached RUNNING.
+func (f *kstreamsFleet) poll(ctx context.Context, adm *kadm.Client, group, topic string, onEvent func(pipeline.Event), logger interface{ Warn(string, ...any) }) {
+	select {
+	case <-f.started:
+	case <-ctx.Done():
+		return
+	}
+	last, prev := f.startedT, int64(0)
+	tick := time.NewTicker(kstreamsPoll)
+	defer tick.Stop()
+	warned := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err != nil {
+			if ctx.Err() == nil && !warned && !errors.Is(err, context.Canceled) {
+				logger.Warn("reading the kstreams group's committed offsets failed; retrying", "group", group, "err", err)
+				warned = true
+			}
+			continue
+		}
+		var sum int64
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.Topic == topic && o.At > 0 {
+				sum += o.At
+			}
+		})
+		if sum <= prev {
+			continue
+		}
+		now := time.Now()
+		onEvent(pipeline.Event{Time: now, Kind: pipeline.EventCommitted, App: group,
+			Consumed: int(sum - prev), Duration: now.Sub(last)})
+		last, prev = now, sum
+	}
+}
+
+// cpu is the JVMs' CPU since each reached RUNNING.
+func (f *kstreamsFleet) cpu() time.Duration {
+	f.cpuMu.Lock()
+	defer f.cpuMu.Unlock()
+	return f.children.cpu() - f.cpu0
+}
+
+func (f *kstreamsFleet) stop() (int64, error) {
+	f.cancel()
+	<-f.polled
+	peak, err := f.children.stop()
+	_ = os.RemoveAll(f.stateDir)
+	return peak, err
+}

@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/eosctltest"
+	"github.com/eosctl/eos/internal/kafkacluster"
+	"github.com/eosctl/eos/internal/testbroker"
+)
+
+// On Apache Kafka (EOS_TEST_BROKER=kafka), eos and Kafka Streams run the
+// same tiny benchmark one after the other on the same input: both outputs
+// verified exactly once, Kafka Streams' throughput, end-to-end latency, CPU
+// and peak RSS measured (not zero), its commit figures absent (0 in the
+// report, "-" in the table), and the peer's jar reused by a second build.
+// On the embedded broker the kstreams mode is a configuration error naming
+// bench.Config.Modes, before anything starts: Kafka Streams is measured on
+// real Apache Kafka only.
+func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
+	cfg := Config{
+		Modes:           []Mode{ModeEOS, ModeKStreams},
+		Intervals:       []Interval{{Fixed: 100 * time.Millisecond}},
+		Sizes:           []int{100},
+		Records:         20_000,
+		Partitions:      3,
+		Repeat:          1,
+		LatencyRate:     500,
+		LatencyDuration: time.Second,
+		RunTimeout:      3 * time.Minute,
+	}
+	if !testbroker.IsKafka() {
+		start := time.Now()
+		_, err := Run(context.Background(), cfg)
+		var ce *eos.ConfigError
+		if !errors.As(err, &ce) || ce.Setting != "bench.Config.Modes" || !strings.Contains(err.Error(), "bench.Config.Brokers") {
+			t.Fatalf("kstreams on the embedded broker: Run returned %v, want an eos.ConfigError on bench.Config.Modes naming bench.Config.Brokers", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("refusing the kstreams mode took %s; it must fail before starting anything", d)
+		}
+		return
+	}
+	cfg.Brokers = testbroker.Shared(t).Addrs()
+	// The copiers are child processes (Kafka Streams cannot run in this
+	// one, and eos beside it must be measured the same way): eosctl, not
+	// this test binary.
+	bin, cleanup, err := eosctltest.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	cfg.Bin = bin
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Cells) != 1 || len(rep.Cells[0].Runs) != 2 {
+		t.Fatalf("got %d cells, want 1 with an eos and a kstreams run: %+v", len(rep.Cells), rep.Cells)
+	}
+	cell := rep.Cells[0]
+	for _, r := range cell.Runs {
+		if !r.Verified || r.Duplicates != 0 || r.Missing != 0 {
+			t.Errorf("%s run not verified exactly once: %+v", r.Mode, r)
+		}
+		if r.RPS <= 0 || r.E2ESamples == 0 || r.E2EP99Ms <= 0 || r.CPUSecPerM <= 0 || r.PeakRSSMiB <= 0 || r.CommittedRec < cfg.Records {
+			t.Errorf("%s run lacks a measured figure: %+v", r.Mode, r)
+		}
+		if r.Mode == ModeKStreams && (r.CommitP50Ms != 0 || r.CommitP99Ms != 0 || r.OverheadPct != 0) {
+			t.Errorf("kstreams run has commit figures Kafka Streams never reported: %+v", r)
+		}
+	}
+	if cell.KStreamsRPS <= 0 || cell.EOSVsKStreams <= 0 || cell.KStreamsPeakRSSMiB <= 0 || cell.KStreamsCPUSecPerM <= 0 {
+		t.Errorf("the cell lacks the kstreams figures: %+v", cell)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	var ksRow string
+	for _, line := range strings.Split(table.String(), "\n") {
+		if strings.Contains(line, " kstreams ") {
+			ksRow = line
+		}
+	}
+	if !strings.Contains(table.String(), "vs kstreams") || strings.Count(ksRow, " - ") < 3 {
+		t.Errorf("the table has no kstreams column, or its kstreams row shows commit figures:\n%s", table.String())
+	}
+
+	start := time.Now()
+	if _, err := peerJar(ctx, discard{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the second peerJar took %s; it must reuse the built jar", d)
+	}
+}
+
+// Without java or mvn on PATH, the kstreams mode fails with one line naming
+// the missing program, before building anything.
+func TestKStreamsPeerNamesAMissingTool(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := peerJar(context.Background(), discard{})
+	if !errors.Is(err, kafkacluster.ErrMissingTool) || !strings.Contains(err.Error(), "java is not on PATH") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("peerJar without java: %v; want one line naming java", err)
+	}
+}
+
+type discard struct{}
+
+func (discard) Warn(string, ...any) {}
