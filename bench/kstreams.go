@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,7 +120,7 @@ func peerJar(ctx context.Context, logger interface{ Warn(string, ...any) }) (str
 
 // kstreamsFleet is a run's Kafka Streams JVMs. Its progress comes from the
 // broker: every kstreamsPoll it reads the committed offsets of the run's
-// group (the peer's application.id) on the backlog topic and turns every
+// group (the peer's application.id) on the inputs and turns every
 // increase into a committed event for the run's log, with the records
 // consumed since the last increase. Those events carry no commit duration
 // (Kafka Streams does not say how long its commits take), so the commit
@@ -191,15 +192,17 @@ func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	go func() {
 		defer close(f.polled)
 		defer cl.Close()
-		f.poll(pctx, kadm.NewClient(cl), job.app, job.inputs[0], onEvent, cfg.Logger)
+		f.poll(pctx, kadm.NewClient(cl), job.app, job.inputs, onEvent, cfg.Logger)
 	}()
 	return f, nil
 }
 
-// poll turns increases of group's committed offsets on topic into committed
-// events until ctx ends. The first event's transaction begins when the
+// poll turns increases of group's committed offsets on topics (the backlog
+// and the live topic, which start at offset 0 and hold no transaction
+// markers, so that offsets count records) into committed events until ctx
+// ends. The first event's transaction begins when the
 // first JVM reached RUNNING.
-func (f *kstreamsFleet) poll(ctx context.Context, adm *kadm.Client, group, topic string, onEvent func(pipeline.Event), logger interface{ Warn(string, ...any) }) {
+func (f *kstreamsFleet) poll(ctx context.Context, adm *kadm.Client, group string, topics []string, onEvent func(pipeline.Event), logger interface{ Warn(string, ...any) }) {
 	select {
 	case <-f.started:
 	case <-ctx.Done():
@@ -228,7 +231,7 @@ func (f *kstreamsFleet) poll(ctx context.Context, adm *kadm.Client, group, topic
 		}
 		var sum int64
 		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Topic == topic && o.At > 0 {
+			if slices.Contains(topics, o.Topic) && o.At > 0 {
 				sum += o.At
 			}
 		})
