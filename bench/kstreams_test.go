@@ -5,13 +5,17 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/eosctltest"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/internal/testbroker"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // On Apache Kafka (EOS_TEST_BROKER=kafka), eos and Kafka Streams run the
@@ -116,3 +120,81 @@ func TestKStreamsPeerNamesAMissingTool(t *testing.T) {
 type discard struct{}
 
 func (discard) Warn(string, ...any) {}
+
+// The kstreams fleet's progress is its group's committed offsets: every
+// increase on the run's inputs becomes one committed event with the records
+// consumed since the last one, the first timed from RUNNING, and offsets on
+// other topics count for nothing. Works on either broker: it only commits
+// and fetches offsets.
+func TestKStreamsProgressIsTheGroupsCommittedOffsets(t *testing.T) {
+	cl := testbroker.Connect(t, testbroker.Start(t, broker.Config{}), time.Minute)
+	adm := kadm.NewClient(cl.Client)
+	for _, topic := range []string{"in", "live", "other"} {
+		if _, err := adm.CreateTopic(cl.Ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu     sync.Mutex
+		events []pipeline.Event
+	)
+	f := &kstreamsFleet{started: make(chan struct{}), startedT: time.Now()}
+	close(f.started)
+	ctx, cancel := context.WithCancel(cl.Ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.poll(ctx, adm, "ks-app", []string{"in", "live"}, func(e pipeline.Event) {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}, discard{})
+	}()
+	commit := func(offs map[string]map[int32]int64) {
+		t.Helper()
+		var o kadm.Offsets
+		for topic, ps := range offs {
+			for p, at := range ps {
+				o.AddOffset(topic, p, at, -1)
+			}
+		}
+		if err := adm.CommitAllOffsets(cl.Ctx, "ks-app", o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEvents := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			got := len(events)
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d committed events within 10s, want %d", got, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	commit(map[string]map[int32]int64{"in": {0: 100, 1: 50}})
+	waitEvents(1)
+	commit(map[string]map[int32]int64{"in": {0: 300}, "live": {1: 7}, "other": {0: 1000}})
+	waitEvents(2)
+	time.Sleep(4 * kstreamsPoll) // nothing more happened: no more events
+	cancel()
+	<-done
+	if len(events) != 2 {
+		t.Fatalf("got %d events, want 2: %+v", len(events), events)
+	}
+	for i, want := range []int{150, 207} {
+		e := events[i]
+		if e.Kind != pipeline.EventCommitted || e.Consumed != want || e.Duration <= 0 || e.CommitDuration != 0 {
+			t.Errorf("event %d = %+v, want committed with %d consumed, a duration and no commit duration", i, e, want)
+		}
+	}
+	if begin := events[0].Time.Add(-events[0].Duration); !begin.Equal(f.startedT) {
+		t.Errorf("the first event begins at %s, want RUNNING at %s", begin, f.startedT)
+	}
+}
