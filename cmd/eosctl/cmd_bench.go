@@ -67,19 +67,20 @@ on the same brokers, for --repeat rounds:
 
 After each drain the output is read back with read_committed and must hold
 every input record exactly once and in order per partition; bare, eos or
-kstreams failing that check fails the benchmark (the baseline may duplicate: that is
-what at-least-once allows, and the run says so).
+kstreams failing that check fails the benchmark (the baseline may
+duplicate: that is what at-least-once allows, and the run says so).
 
 Each run drains a backlog of --records records (throughput, commit timings,
 commit overhead, CPU), then measures end-to-end latency on live records
 produced at --latency-rate: from the producer's clock to the moment a
-read_committed (eos) or read_uncommitted (baseline) consumer of the output
-sees the record. The sweep covers every --intervals x --sizes cell; each cell
-reports, per mode, medians over rounds of throughput, commit stalls (p50/p99
-of flush + offset commit + EndTxn), the share of time spent committing,
-end-to-end latency and CPU seconds per million records, and the eos/baseline
-and eos/bare ratios (medians of the per-round ratios of runs that ran back to
-back) with their spread. --eos-idempotency-key=false runs eos without its
+read_committed (bare, eos, kstreams) or read_uncommitted (baseline)
+consumer of the output sees the record. The sweep covers every --intervals
+x --sizes cell; each cell reports, per mode, medians over rounds of
+throughput, commit stalls (p50/p99 of flush + offset commit + EndTxn), the
+share of time spent committing, end-to-end latency and CPU seconds per
+million records, and the eos/baseline, eos/bare and eos/kstreams ratios
+(medians of the per-round ratios of runs that ran back to back) with their
+spread. --eos-idempotency-key=false runs eos without its
 per-record idempotency-key header, to measure what the header costs.
 
 The broker is embedded unless --brokers is given explicitly; it injects
