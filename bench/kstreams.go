@@ -66,9 +66,11 @@ func peerSourceHash() (string, error) {
 // Maven on first use: the embedded sources are written to
 // <cache>/kstreams-peer/<hash of the sources>/ (cache: $EOS_KAFKA_CACHE, or
 // ~/.cache/eos, where Apache Kafka's jars for scripts/kafka go too) and
-// `mvn -q -B package` runs there. Later calls, from any process, reuse it.
+// `mvn -q -B package` runs there. Later calls, from any process, reuse it,
+// and need java but not mvn.
 func peerJar(ctx context.Context, logger interface{ Warn(string, ...any) }) (string, error) {
-	if err := kafkacluster.LookTools("the kstreams mode builds and runs a Kafka Streams application: Java 17+ and Maven 3.8+", "java", "mvn"); err != nil {
+	const why = "the kstreams mode builds and runs a Kafka Streams application: Java 17+ and Maven 3.8+"
+	if err := kafkacluster.LookTools(why, "java"); err != nil {
 		return "", fmt.Errorf("bench: %w", err)
 	}
 	root, err := kafkacluster.CacheRoot()
@@ -82,6 +84,9 @@ func peerJar(ctx context.Context, logger interface{ Warn(string, ...any) }) (str
 	dir := filepath.Join(root, "kstreams-peer", hash)
 	jar := filepath.Join(dir, "kstreams-peer.jar")
 	err = kafkacluster.Once(dir, "built", func() error {
+		if err := kafkacluster.LookTools(why, "mvn"); err != nil {
+			return err // Maven only builds: a built jar needs java alone
+		}
 		logger.Warn("building the Kafka Streams peer with Maven (once; later runs reuse it)", "dir", dir)
 		src := filepath.Join(dir, "src")
 		_ = os.RemoveAll(src)
