@@ -84,6 +84,18 @@ func WriteTable(w io.Writer, r *Report) error {
 			}
 		}
 	}
+	var queued []string
+	for _, c := range r.Cells {
+		for _, run := range c.Runs {
+			if p.LatencyRate > 0 && run.RPS > 0 && float64(p.LatencyRate) > run.RPS/2 {
+				queued = append(queued, fmt.Sprintf("%s/%s/%d round %d (%s rec/s)", run.Mode, run.Interval, run.Size, run.Round, grouped(run.RPS)))
+			}
+		}
+	}
+	if len(queued) > 0 {
+		fmt.Fprintf(w, "warning: the latency phase's %d rec/s is over half the drain throughput of %d run(s) (%s): their e2e figures include a queue; lower bench.Config.LatencyRate\n",
+			p.LatencyRate, len(queued), strings.Join(queued, ", "))
+	}
 	if len(short) > 0 {
 		fmt.Fprintf(w, "warning: %d run(s) drained their backlog in fewer than 3 commits (2 full ones and the tail) (%s); their throughput includes the last, idle transaction: raise bench.Config.Records\n",
 			len(short), strings.Join(short, ", "))
