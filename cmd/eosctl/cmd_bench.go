@@ -106,8 +106,9 @@ extension; repeatable).`,
   eosctl bench --intervals 10ms,100ms,1s,auto --sizes 1024 --json bench.json --chart bench.svg --chart bench.png
   eosctl bench --rtt 0 --sizes 100 --intervals 100ms --in-process
   eosctl bench --brokers kafka-1:9092,kafka-2:9092 --sizes 1024 --intervals 100ms,1s --repeat 5
-  # eos beside Kafka Streams on a real Apache Kafka cluster (scripts/kafka start), interleaved:
-  eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3`,
+  # eos beside Kafka Streams on a real Apache Kafka cluster (scripts/kafka start), interleaved;
+  # the live records' rate well under Kafka Streams' throughput, or its latency measures a queue:
+  eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
