@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"errors"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,11 +21,7 @@ import (
 func TestRestoreWaitsOutAChangelogLeaderElection(t *testing.T) {
 	const n, keys = 3000, 30
 	e := newStateEnv(t)
-	var ks, vs []string
-	for i := range n {
-		ks = append(ks, "k"+strconv.Itoa(i%keys))
-		vs = append(vs, "v"+strconv.Itoa(i))
-	}
+	ks, vs := keyed(n, keys)
 	produced := e.produce("st-in", 3, ks, vs)
 	a := e.worker(&counter{}, nil)
 	la := &lastCommitted{w: a}

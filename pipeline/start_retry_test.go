@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,11 +21,7 @@ import (
 func TestWorkerStartedWhileItsCoordinatorIsDownWaitsForIt(t *testing.T) {
 	const n, keys, retries = 600, 20, 1
 	e := newStateEnv(t)
-	var ks, vs []string
-	for i := range n {
-		ks = append(ks, "k"+strconv.Itoa(i%keys))
-		vs = append(vs, "v"+strconv.Itoa(i))
-	}
+	ks, vs := keyed(n, keys)
 	produced := e.produce("st-in", 3, ks, vs)
 
 	down := time.Now().Add(2 * time.Second)

@@ -116,6 +116,16 @@ func (e *stateEnv) worker(tr Transform, mod func(*Config)) *Worker {
 	return w
 }
 
+// keyed returns n keys and values for produce: key k(i mod keys) and
+// value v(i), so that each of keys keys gets about n/keys records.
+func keyed(n, keys int) (ks, vs []string) {
+	for i := range n {
+		ks = append(ks, "k"+strconv.Itoa(i%keys))
+		vs = append(vs, "v"+strconv.Itoa(i))
+	}
+	return ks, vs
+}
+
 // written returns a done function for run that turns true once produce's
 // channel has yielded (everything is written), and stays true.
 func written(produced <-chan map[string]int32) func() bool {

@@ -137,10 +137,11 @@ type Worker struct {
 	outParts          int32         // partitions of new output topics
 	sources           *sourceReader // made on the first dead letter of Sources
 
-	pace         *pacer // when transactions end
-	lastCommit   time.Time
-	failingSince time.Time
-	backoff      time.Duration
+	pace       *pacer // when transactions end
+	lastCommit time.Time
+	// reinit paces re-initialisations since the first failure after the
+	// last commit (reopen).
+	reinit retrier
 }
 
 // Stats are the worker's counters since it started. They are safe to read
@@ -437,18 +438,17 @@ func (w *Worker) Run(ctx context.Context) error {
 // prepare has already reached the cluster, so such a failure is not a
 // wrong address.
 func (w *Worker) open(ctx context.Context) (*txn.Session, error) {
-	start, backoff := time.Now(), 100*time.Millisecond
+	r := newRetrier(w.cfg.GiveUpAfter)
 	for {
 		sess, err := txn.Open(ctx, w.id, w.log, w.clientOpts()...)
 		if err == nil || ctx.Err() != nil || txn.Classify(err) != txn.Unknown {
 			return sess, err
 		}
-		if time.Since(start) > w.cfg.GiveUpAfter {
+		if r.expired() {
 			return nil, fmt.Errorf("giving up after %s without initialising the producer: %w", w.cfg.GiveUpAfter, err)
 		}
 		w.log.Warn("initialising the producer failed; retrying", "err", err)
-		sleep(ctx, jitter(backoff))
-		backoff = min(backoff*2, 5*time.Second)
+		r.wait(ctx)
 	}
 }
 
@@ -456,17 +456,16 @@ func (w *Worker) open(ctx context.Context) (*txn.Session, error) {
 // with exponential backoff and jitter until GiveUpAfter has passed without a
 // commit.
 func (w *Worker) reopen(ctx context.Context, sess *txn.Session, cause error) (*txn.Session, error) {
-	if w.failingSince.IsZero() || w.lastCommit.After(w.failingSince) {
-		w.failingSince, w.backoff = time.Now(), 100*time.Millisecond
+	if w.reinit.since.IsZero() || w.lastCommit.After(w.reinit.since) {
+		w.reinit = newRetrier(w.cfg.GiveUpAfter)
 	}
 	w.log.Warn("transaction outcome unknown; re-initialising the producer and resuming from the broker's committed offsets", "err", cause)
 	for {
-		if time.Since(w.failingSince) > w.cfg.GiveUpAfter {
+		if w.reinit.expired() {
 			sess.Close()
 			return nil, fmt.Errorf("giving up after %s without a successful commit: %w", w.cfg.GiveUpAfter, cause)
 		}
-		sleep(ctx, jitter(w.backoff))
-		w.backoff = min(w.backoff*2, 5*time.Second)
+		w.reinit.wait(ctx)
 		// Whether the last transaction's state changes committed is
 		// unknown: drop all state; the new session's assignment
 		// restores it from the changelog, consistent with the offsets
@@ -755,6 +754,31 @@ func (w *Worker) emit(e Event) {
 	e.TransactionalID = w.id
 	e.App, e.Instance = w.cfg.App, w.cfg.Instance
 	w.cfg.OnEvent(e)
+}
+
+// retrier paces the retries of a producer's (re)initialisation: the
+// first and later InitProducerId of open and reopen. It waits with
+// exponential backoff from 100 ms to 5 s, each wait jittered so that
+// workers failed by one fault do not retry in step, and gives up once
+// giveUp has passed since it was made (the first failure).
+type retrier struct {
+	since   time.Time
+	backoff time.Duration
+	giveUp  time.Duration
+}
+
+func newRetrier(giveUp time.Duration) retrier {
+	return retrier{since: time.Now(), backoff: 100 * time.Millisecond, giveUp: giveUp}
+}
+
+// expired reports whether giveUp has passed since the first failure.
+func (r *retrier) expired() bool { return time.Since(r.since) > r.giveUp }
+
+// wait sleeps before the next attempt and doubles the backoff. A canceled
+// ctx ends the sleep early; the caller's attempt then sees it.
+func (r *retrier) wait(ctx context.Context) {
+	sleep(ctx, jitter(r.backoff))
+	r.backoff = min(r.backoff*2, 5*time.Second)
 }
 
 func jitter(d time.Duration) time.Duration {
