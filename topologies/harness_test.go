@@ -1,6 +1,7 @@
 package topologies
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -102,6 +103,12 @@ func (e *tenv) run(app, topology string, tr pipeline.Transform, in, out string, 
 	if feed != nil {
 		feed()
 	}
+	// The topics it writes are waited on too, for their last transaction's
+	// markers: the test reads them once the worker stops.
+	wait := committed.Wait{Group: app, Topics: append([]string{in}, topics...), Outputs: []string{cfg.Output, cmp.Or(cfg.DLQ, app+"-dlq")}}
+	for _, topic := range cfg.Outputs {
+		wait.Outputs = append(wait.Outputs, topic)
+	}
 	zeros := 0
 	for zeros < 2 {
 		select {
@@ -109,7 +116,7 @@ func (e *tenv) run(app, topology string, tr pipeline.Transform, in, out string, 
 			e.t.Fatalf("worker stopped early: %v", err)
 		case <-time.After(100 * time.Millisecond):
 		}
-		if ok, err := committed.CaughtUp(e.ctx, e.opts, app, append([]string{in}, topics...)...); err == nil && ok && w.Stats().Committed.Load() > 0 {
+		if ok, err := committed.Check(e.ctx, e.opts, wait); err == nil && ok && w.Stats().Committed.Load() > 0 {
 			zeros++
 		} else {
 			zeros = 0

@@ -36,7 +36,9 @@ checks the aggregate topology's results against a reference.
 Verify reads the output when it runs: while workers are still copying, it
 reports their backlog as missing. --wait-caught-up APP first waits (up to
 --timeout) until the consumer group APP has committed all of the input, as
-"eosctl lag --group APP" showing 0 would tell.
+"eosctl lag --group APP" showing 0 would tell, and no transaction is left
+open on the output (on Apache Kafka a commit's markers reach the output a
+moment after the group's offsets show it).
 
 Exits 0 only when every input key is in the output exactly once and nothing
 else is; 1 with the first offending keys otherwise.`,
@@ -59,7 +61,7 @@ else is; 1 with the first offending keys otherwise.`,
 			// before verify create it when they first commit.
 			if _, err = admin.Partitions(ctx, c.cl, cfg.Input); err == nil && group != "" {
 				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s)\n", group, cfg.Input, cfg.Timeout)
-				err = committed.WaitCaughtUp(ctx, c.opts, committed.Wait{Group: group, Topics: []string{cfg.Input}, Within: cfg.Timeout})
+				err = committed.WaitCaughtUp(ctx, c.opts, committed.Wait{Group: group, Topics: []string{cfg.Input}, Outputs: []string{cfg.Output}, Within: cfg.Timeout})
 			}
 			if err == nil {
 				_, err = admin.Partitions(ctx, c.cl, cfg.Output)
@@ -93,7 +95,7 @@ else is; 1 with the first offending keys otherwise.`,
 	f.StringVar(&cfg.Output, "output", "", "output topic (required)")
 	f.DurationVar(&cfg.Timeout, "timeout", time.Minute, "how long reading both topics to their end may take; connecting waits at most "+defaultTimeout.String()+", or this if shorter")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	f.StringVar(&group, "wait-caught-up", "", "first wait until this consumer group (the workers' --app) has committed all of the input, up to --timeout")
+	f.StringVar(&group, "wait-caught-up", "", "first wait until this consumer group (the workers' --app) has committed all of the input and the output has no open transaction, up to --timeout")
 	_ = cmd.MarkFlagRequired("input")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd

@@ -50,7 +50,7 @@ func TestScorerIsExactlyOnce(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(testhook.WithAbortFraction(wctx, 0.2)) }()
 	for zeros := 0; zeros < 2; time.Sleep(100 * time.Millisecond) {
-		if ok, err := committed.CaughtUp(ctx, opts, "fraud", "orders", "fraud-by-user-repartition"); err == nil && ok && w.Stats().Committed.Load() > 0 {
+		if ok, err := committed.Check(ctx, opts, committed.Wait{Group: "fraud", Topics: []string{"orders", "fraud-by-user-repartition"}, Outputs: []string{"scored", "alerts", "fraud-dlq"}}); err == nil && ok && w.Stats().Committed.Load() > 0 {
 			zeros++
 		} else {
 			zeros = 0

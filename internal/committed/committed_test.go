@@ -1,6 +1,8 @@
 package committed
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,4 +87,69 @@ func mustCommit(r kadm.OffsetResponses, err error) error {
 		return err
 	}
 	return r.Error()
+}
+
+// The group has committed everything it consumed, but the transaction that
+// wrote its output is not finished: on Apache Kafka a commit's markers land
+// on each partition independently, so the group's offsets can show before
+// the output's marker does, and a read of the output then misses the last
+// transaction. Waiting with the output named, the group is not caught up
+// until that transaction ends.
+func TestCaughtUpWaitsForTheOutputsLastTransaction(t *testing.T) {
+	b := testbroker.Start(t, broker.Config{})
+	c := testbroker.Connect(t, b, time.Minute)
+	adm := kadm.NewClient(c.Client)
+	for _, topic := range []string{"in", "out"} {
+		if _, _, err := admin.EnsureTopic(c.Ctx, c.Client, topic, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Client.ProduceSync(c.Ctx, &kgo.Record{Topic: "in", Value: []byte("r")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := kgo.NewClient(append(slices.Clip(c.Opts), kgo.TransactionalID("out-writer"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(c.Ctx, &kgo.Record{Topic: "out", Value: []byte("r")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: "in", Partition: 0, At: 1, LeaderEpoch: -1})
+		err := mustCommit(adm.CommitOffsets(c.Ctx, "g", os))
+		if err == nil {
+			break
+		}
+		if c.Ctx.Err() != nil {
+			t.Fatalf("committing the group's offset: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	w := Wait{Group: "g", Topics: []string{"in"}}
+	if ok, err := Check(c.Ctx, c.Opts, w); err != nil || !ok {
+		t.Fatalf("on its input alone the group is caught up: got %v, %v", ok, err)
+	}
+	w.Outputs = []string{"out"}
+	if ok, err := Check(c.Ctx, c.Opts, w); err != nil || ok {
+		t.Fatalf("caught up with the output's transaction open: got %v, %v", ok, err)
+	}
+	w.Within = 500 * time.Millisecond
+	if err := WaitCaughtUp(c.Ctx, c.Opts, w); err == nil || !strings.Contains(err.Error(), "no transaction left open on [out]") {
+		t.Fatalf("waiting with the output's transaction open: got %v, want an error naming the output", err)
+	}
+	if err := p.EndTransaction(c.Ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	// An output not made yet (a dead-letter topic before its first dead
+	// letter) has no transaction open on it.
+	w.Within, w.Outputs = 30*time.Second, []string{"out", "no-dead-letters-yet"}
+	if err := WaitCaughtUp(c.Ctx, c.Opts, w); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -412,7 +412,7 @@ func (r *run) finish(ctx context.Context, survivor *supervise.Proc) error {
 	if err := <-r.done; err != nil {
 		return fmt.Errorf("producing input: %w", err)
 	}
-	if err := committed.WaitCaughtUp(ctx, r.opts, committed.Wait{Group: r.app, Topics: []string{r.rep.Input}, Within: time.Minute}); err != nil {
+	if err := committed.WaitCaughtUp(ctx, r.opts, committed.Wait{Group: r.app, Topics: []string{r.rep.Input}, Outputs: []string{r.rep.Output}, Within: time.Minute}); err != nil {
 		return fmt.Errorf("the surviving worker did not catch up: %w", err)
 	}
 	_ = survivor.Signal(syscall.SIGTERM)

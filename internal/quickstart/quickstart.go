@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg Config) (_ *Summary, err error) {
 	if err := f.killLoop(ctx, cl, say); err != nil {
 		return nil, err
 	}
-	if err := committed.WaitCaughtUp(ctx, opts, committed.Wait{Group: app, Topics: []string{input}, Within: cfg.Timeout - time.Since(copyStart)}); err != nil {
+	if err := committed.WaitCaughtUp(ctx, opts, committed.Wait{Group: app, Topics: []string{input}, Outputs: []string{output}, Within: cfg.Timeout - time.Since(copyStart)}); err != nil {
 		return nil, fmt.Errorf("workers did not finish the copy: %w", err)
 	}
 	sum.CopySeconds = time.Since(copyStart).Seconds()
