@@ -61,6 +61,7 @@ const (
 	TransactionAborts   = "eos_transaction_aborts_total"
 	TransactionDuration = "eos_transaction_duration_seconds"
 	CommitDuration      = "eos_commit_duration_seconds"
+	CommitFlushDuration = "eos_commit_flush_duration_seconds"
 	TransactionRecords  = "eos_transaction_records"
 	ProducerID          = "eos_producer_id"
 	ProducerEpoch       = "eos_producer_epoch"
@@ -98,6 +99,7 @@ var catalog = []Desc{
 	{Name: TransactionAborts, Kind: Counter, Labels: []string{"reason"}, Help: `Aborted transactions by reason: "requested", "rebalance" (the group rebalanced before the commit), "produce-failed".`},
 	{Name: TransactionDuration, Kind: Histogram, Buckets: prometheus.ExponentialBucketsRange(0.001, 120, 16), Help: "Committed transactions from Begin to the EndTxn acknowledgement, in seconds."},
 	{Name: CommitDuration, Kind: Histogram, Buckets: prometheus.ExponentialBucketsRange(0.0002, 30, 16), Help: "The commit of a transaction: flush, offset commit and EndTxn, in seconds."},
+	{Name: CommitFlushDuration, Kind: Histogram, Buckets: prometheus.ExponentialBucketsRange(0.0002, 30, 16), Help: "The flush part of a commit: waiting for the transaction's records in flight, in seconds; the rest of eos_commit_duration_seconds is the offset commit and EndTxn."},
 	{Name: TransactionRecords, Kind: Histogram, Buckets: prometheus.ExponentialBuckets(1, 4, 12), Help: "Records produced per committed transaction (the records the transaction writes)."},
 	{Name: ProducerID, Kind: Gauge, Help: "The producer id this worker's transactional.id holds."},
 	{Name: ProducerEpoch, Kind: Gauge, Help: "The producer epoch this worker holds; it rises on every restart and re-initialisation (and on every commit under KIP-890)."},

@@ -54,7 +54,7 @@ func TestCatalogFollowsPrometheusNaming(t *testing.T) {
 		seen[d.Name] = true
 	}
 	for _, want := range []string{RecordsConsumed, RecordsProduced, Transactions, TransactionAborts, TransactionDuration, CommitDuration,
-		TransactionRecords, ProducerEpoch, ProducerFenced, ProducerReinits, Rebalances, LSOLag, ConsumerLag, OpenTransactionAge, HangingTxns} {
+		CommitFlushDuration, TransactionRecords, ProducerEpoch, ProducerFenced, ProducerReinits, Rebalances, LSOLag, ConsumerLag, OpenTransactionAge, HangingTxns} {
 		if !seen[want] {
 			t.Errorf("%s is not in the catalog", want)
 		}
@@ -185,9 +185,9 @@ func TestWorkerExportsEveryMetricWithSaneValues(t *testing.T) {
 		t.Errorf("%s = %v, want %d (passthrough)", RecordsProduced, got, n)
 	}
 	committed := s.Sum(Transactions, "result", "committed")
-	if committed < 1 || s.Sum(TransactionDuration) != committed || s.Sum(CommitDuration) != committed || s.Sum(TransactionRecords) != committed {
-		t.Errorf("committed %v, duration/commit/records histogram counts %v/%v/%v: want equal and > 0",
-			committed, s.Sum(TransactionDuration), s.Sum(CommitDuration), s.Sum(TransactionRecords))
+	if committed < 1 || s.Sum(TransactionDuration) != committed || s.Sum(CommitDuration) != committed || s.Sum(CommitFlushDuration) != committed || s.Sum(TransactionRecords) != committed {
+		t.Errorf("committed %v, duration/commit/flush/records histogram counts %v/%v/%v/%v: want equal and > 0",
+			committed, s.Sum(TransactionDuration), s.Sum(CommitDuration), s.Sum(CommitFlushDuration), s.Sum(TransactionRecords))
 	}
 	if s.Sum(Transactions, "result", "aborted") != 0 || s.Sum(TransactionAborts) != 0 || s.Sum(ProducerFenced) != 0 || s.Sum(ProducerReinits) != 0 {
 		t.Errorf("aborts, fences or re-inits in a clean run")

@@ -130,6 +130,7 @@ func (w *Worker) OnEvent(e pipeline.Event) {
 		r.counter(RecordsProduced).Add(float64(e.Records))
 		r.histogram(TransactionDuration).Observe(e.Duration.Seconds())
 		r.histogram(CommitDuration).Observe(e.CommitDuration.Seconds())
+		r.histogram(CommitFlushDuration).Observe(e.FlushDuration.Seconds())
 		r.histogram(TransactionRecords).Observe(float64(e.Records))
 		r.counter(DeadLetters).Add(float64(e.DeadLetters))
 		r.gauge(ProducerEpoch).Set(float64(e.Epoch)) // KIP-890 bumps it per commit

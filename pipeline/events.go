@@ -37,7 +37,11 @@ type Event struct {
 	Consumed        int           `json:"consumed,omitempty"` // consumed in the transaction
 	Duration        time.Duration `json:"duration_ns,omitempty"`
 	CommitDuration  time.Duration `json:"commit_duration_ns,omitempty"`
-	Reason          string        `json:"reason,omitempty"`
+	// FlushDuration is the part of CommitDuration that waited for the
+	// transaction's records in flight; the rest is the offset commit and
+	// EndTxn (txn.Result.FlushDuration).
+	FlushDuration time.Duration `json:"flush_duration_ns,omitempty"`
+	Reason        string        `json:"reason,omitempty"`
 	// DeadLetters counts the dead letters a committed transaction wrote.
 	DeadLetters int `json:"dead_letters,omitempty"`
 	// Partitions are the partitions assigned or revoked, by topic.

@@ -649,7 +649,7 @@ func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error
 	}
 	w.pace.committed(res.CommitDuration)
 	pid, epoch := sess.Producer()
-	ev := Event{ProducerID: pid, Epoch: epoch, Records: res.Records, Consumed: consumed, Duration: res.Duration, CommitDuration: res.CommitDuration}
+	ev := Event{ProducerID: pid, Epoch: epoch, Records: res.Records, Consumed: consumed, Duration: res.Duration, CommitDuration: res.CommitDuration, FlushDuration: res.FlushDuration}
 	if res.Committed {
 		w.lastCommit = time.Now()
 		w.stats.Committed.Add(1)

@@ -158,6 +158,12 @@ type Result struct {
 	Duration time.Duration
 	// CommitDuration is the flush, offset commit and EndTxn.
 	CommitDuration time.Duration
+	// FlushDuration is the part of CommitDuration spent waiting for the
+	// records still in flight (their acks=all replication); the rest is
+	// the offset commit and EndTxn, round trips to the group and
+	// transaction coordinators. Telling the two apart says whether a slow
+	// commit waits on the data path or on the coordinators.
+	FlushDuration time.Duration
 }
 
 // End ends the open transaction, committing the produced records and the
@@ -179,6 +185,7 @@ func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 			// Only ctx ends a flush: records may still be in flight.
 			return res, fmt.Errorf("txn: flushing the transaction of %q: %w (%w)", s.id, err, ErrOutcomeUnknown)
 		}
+		res.FlushDuration = time.Since(start)
 	}
 	s.mu.Lock()
 	prodErr := s.prodErr

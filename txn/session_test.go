@@ -59,3 +59,71 @@ func TestEndReturnsAFencedErrorForAProduceRefusedForItsEpoch(t *testing.T) {
 		t.Fatalf("End after a produce refused with INVALID_PRODUCER_EPOCH returned %v (%T), want a *fencing.FencedError for the producer epoch", err, err)
 	}
 }
+
+// A commit's time is split between waiting for its records (the flush) and
+// the offset commit and EndTxn: with the broker holding the produce for
+// 300ms and answering the rest at once, FlushDuration is those 300ms and
+// the remainder of CommitDuration is short; an abort flushes nothing.
+func TestEndSplitsTheCommitIntoFlushAndEndTxn(t *testing.T) {
+	const hold = 300 * time.Millisecond
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var held atomic.Int32
+	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if kreq.(*kmsg.ProduceRequest).TransactionID != nil && held.Add(1) == 1 {
+			c.SleepControl(func() { time.Sleep(hold) })
+		}
+		return nil, nil, false
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, "t-0", nil, kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("t"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Consume a record first: a session whose group has not joined waits
+	// for it in End, which is not what is measured here.
+	pl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	if err := pl.ProduceSync(ctx, &kgo.Record{Topic: "in", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n == 0; {
+		fs := s.PollRecords(ctx, 1)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		n = fs.NumRecords()
+	}
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.Produce(&kgo.Record{Topic: "out", Value: []byte("v")})
+	res, err := s.End(ctx, true)
+	if err != nil || !res.Committed {
+		t.Fatalf("End: %+v, %v", res, err)
+	}
+	if held.Load() == 0 {
+		t.Fatal("no transactional produce was held: the test proved nothing")
+	}
+	if rest := res.CommitDuration - res.FlushDuration; res.FlushDuration < hold*9/10 || rest < 0 || rest >= hold {
+		t.Fatalf("flush %s of a commit of %s, with the produce held %s: want the flush at least the hold and the rest shorter", res.FlushDuration, res.CommitDuration, hold)
+	}
+
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.Produce(&kgo.Record{Topic: "out", Value: []byte("v")})
+	if res, err = s.End(ctx, false); err != nil || res.Committed || res.FlushDuration != 0 {
+		t.Fatalf("an abort: %+v, %v; want no flush", res, err)
+	}
+}
