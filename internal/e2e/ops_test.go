@@ -111,7 +111,7 @@ func TestWorkerMetricsEndpointAfterAShortRun(t *testing.T) {
 	e.eventually(10*time.Second, "consumer lag gauge at 0 after catching up", func() (bool, string) {
 		s = e.scrape(addr)
 		return s.Series(metrics.ConsumerLag, "topic", "met-in") == 3 && s.Sum(metrics.ConsumerLag) == 0 &&
-				s.Sum(metrics.Transactions, "result", "committed") == float64(e.count(pipeline.EventCommitted)),
+				s.Sum(metrics.Transactions, "result", "committed") == float64(e.Count(pipeline.EventCommitted)),
 			fmt.Sprintf("lag %v over %d series", s.Sum(metrics.ConsumerLag), s.Series(metrics.ConsumerLag))
 	})
 	for _, d := range metrics.Catalog() {
@@ -157,7 +157,7 @@ func TestFencedWorkerExportsItsFenceBeforeExiting(t *testing.T) {
 	addr := freeAddr(t)
 	zombie := e.worker("fence", 0, "fence-in", "fence-out", "--metrics-addr", addr, "--metrics-linger", "3s", "--metrics-interval", "200ms")
 	e.eventually(20*time.Second, "first commit", func() (bool, string) {
-		return e.count(pipeline.EventCommitted) > 0, ""
+		return e.Count(pipeline.EventCommitted) > 0, ""
 	})
 	if s := e.scrape(addr); s.Sum(metrics.ProducerFenced) != 0 || s.Sum(metrics.Ready) != 1 {
 		t.Fatalf("before the fence: fenced %v, ready %v", s.Sum(metrics.ProducerFenced), s.Sum(metrics.Ready))
@@ -288,7 +288,7 @@ func TestHangingTransactionDrill(t *testing.T) {
 	e.worker("drill", 0, in, out, "--metrics-addr", waddr, "--metrics-interval", "200ms")
 	mon := exec.CommandContext(e.ctx, eosctl, "monitor", "--brokers", e.b.Addrs()[0], "--topics", in+","+out, "--groups", "drill",
 		"--metrics-addr", maddr, "--interval", "200ms", "--hanging-after", "2s", "--log-level", "warn")
-	mon.Stderr = lockedWriter{e, "monitor"}
+	mon.Stderr = e.LogWriter("monitor")
 	if err := mon.Start(); err != nil {
 		t.Fatal(err)
 	}
