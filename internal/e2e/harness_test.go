@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +45,7 @@ type env struct {
 	cl   *kgo.Client
 	opts []kgo.Opt
 	ctx  context.Context
-	logs *logBuf
+	logs *fleet.Buffer
 }
 
 func newEnv(t *testing.T, cfg broker.Config) *env {
@@ -67,7 +65,7 @@ func newEnvWith(t *testing.T, cfg broker.Config, connOpts []kgo.Opt) *env {
 func newEnvOn(t *testing.T, b testbroker.Cluster, connOpts []kgo.Opt) *env {
 	t.Helper()
 	conn := testbroker.Connect(t, b, 4*time.Minute, connOpts...)
-	logs := &logBuf{}
+	logs := &fleet.Buffer{}
 	f := fleet.New(eosctl, logs)
 	f.Opts, f.Client = conn.Opts, conn.Client
 	e := &env{Fleet: f, t: t, b: b, ctx: conn.Ctx, opts: conn.Opts, cl: conn.Client, logs: logs}
@@ -78,24 +76,6 @@ func newEnvOn(t *testing.T, b testbroker.Cluster, connOpts []kgo.Opt) *env {
 		}
 	})
 	return e
-}
-
-// logBuf is the workers' stderr, each line prefixed with its worker's name.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // produce writes n datagen records to topic, at rate records/s (0: flat out).

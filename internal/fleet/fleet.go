@@ -361,3 +361,29 @@ func (f *Fleet) States() string {
 	}
 	return b.String()
 }
+
+// Buffer is a log that processes write while its reader reads it: a
+// bytes.Buffer behind a lock, for a Fleet's logs or one process's stderr.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns everything written so far.
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// LastLine returns the last non-empty line written so far.
+func (l *Buffer) LastLine() string {
+	lines := strings.Split(strings.TrimSpace(l.String()), "\n")
+	return lines[len(lines)-1]
+}
