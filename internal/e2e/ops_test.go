@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/metrics"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
@@ -70,28 +70,7 @@ func (e *env) scrape(addr string) metrics.Scraped {
 
 func (e *env) eventually(within time.Duration, what string, cond func() (bool, string)) {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not within %s (last: %s)", what, within, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func httpStatus(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
+	testenv.Eventually(e.t, within, what, cond)
 }
 
 // A worker started with --metrics-addr serves every metric docs/operations.md lists,
@@ -138,10 +117,10 @@ func TestWorkerMetricsEndpointAfterAShortRun(t *testing.T) {
 	if s.Series(metrics.LSOLag, "topic", "met-in") != 3 || s.Series(metrics.LSOLag, "topic", "met-out") != 3 {
 		t.Errorf("LSO lag is not exported for the 3 input and 3 output partitions")
 	}
-	if code, body := httpStatus(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+	if code, body := testenv.Get(t, "http://"+addr+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
-	if code, _ := httpStatus(t, "http://"+addr+"/healthz"); code != http.StatusOK {
+	if code, _ := testenv.Get(t, "http://"+addr+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
 	}
 	e.stop()
@@ -167,7 +146,7 @@ func TestFencedWorkerExportsItsFenceBeforeExiting(t *testing.T) {
 		s := e.scrape(addr)
 		return s.Sum(metrics.ProducerFenced) == 1 && s.Sum(metrics.Ready) == 0, fmt.Sprint(s.Sum(metrics.ProducerFenced))
 	})
-	code, body := httpStatus(t, "http://"+addr+"/readyz")
+	code, body := testenv.Get(t, "http://"+addr+"/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "fenced") {
 		t.Fatalf("/readyz of the fenced worker: %d %q", code, body)
 	}
