@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/testbroker"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -103,33 +103,6 @@ func serve(t *testing.T, h http.Handler) string {
 	return "http://" + s.Addr()
 }
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(body))
-}
-
-// eventually retries cond every 50ms for up to within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last: %s", what, within, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestWorkerExportsEveryMetricWithSaneValues(t *testing.T) {
 	e := newEnv(t)
 	const n = 20000
@@ -138,7 +111,7 @@ func TestWorkerExportsEveryMetricWithSaneValues(t *testing.T) {
 	}
 	mw := NewWorker(WorkerConfig{App: "copy", Instance: "0", Inputs: []string{"in"}, Output: "out", PollInterval: 100 * time.Millisecond, ClientOpts: e.opts})
 	url := serve(t, mw.Handler())
-	if code, body := get(t, url+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
+	if code, body := testenv.Get(t, url+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
 		t.Fatalf("/readyz before the worker started: %d %q, want 503 starting", code, body)
 	}
 
@@ -155,12 +128,12 @@ func TestWorkerExportsEveryMetricWithSaneValues(t *testing.T) {
 	pollDone := make(chan error, 1)
 	go func() { pollDone <- mw.Run(ctx) }()
 
-	eventually(t, 30*time.Second, "group caught up", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "group caught up", func() (bool, string) {
 		lag, err := inspect.Lag(e.ctx, kadm.NewClient(e.cl), "copy", "in")
 		return err == nil && lag.TotalLag == 0, fmt.Sprint(lag, err)
 	})
 	var s Scraped
-	eventually(t, 5*time.Second, "consumer lag gauge at 0 after catching up", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "consumer lag gauge at 0 after catching up", func() (bool, string) {
 		s, err = Scrape(e.ctx, url+"/metrics")
 		if err != nil {
 			return false, err.Error()
@@ -205,10 +178,10 @@ func TestWorkerExportsEveryMetricWithSaneValues(t *testing.T) {
 	if s.Sum(Ready) != 1 {
 		t.Errorf("%s = %v, want 1", Ready, s.Sum(Ready))
 	}
-	if code, body := get(t, url+"/readyz"); code != http.StatusOK || !strings.Contains(body, "3 partitions assigned") {
+	if code, body := testenv.Get(t, url+"/readyz"); code != http.StatusOK || !strings.Contains(body, "3 partitions assigned") {
 		t.Errorf("/readyz while running: %d %q", code, body)
 	}
-	if code, _ := get(t, url+"/healthz"); code != http.StatusOK {
+	if code, _ := testenv.Get(t, url+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
 	}
 
@@ -217,7 +190,7 @@ func TestWorkerExportsEveryMetricWithSaneValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-pollDone
-	if code, body := get(t, url+"/readyz"); code != http.StatusServiceUnavailable || body != "stopped" {
+	if code, body := testenv.Get(t, url+"/readyz"); code != http.StatusServiceUnavailable || body != "stopped" {
 		t.Errorf("/readyz after the worker stopped: %d %q", code, body)
 	}
 }
@@ -246,7 +219,7 @@ func TestIdleWorkerStaysReadyAndAStuckOneDoesNot(t *testing.T) {
 	if ok, why := mw.Ready(); !ok {
 		t.Fatalf("just assigned: not ready (%s)", why)
 	}
-	eventually(t, 15*time.Second, "a worker with input that does not commit becomes unready", func() (bool, string) {
+	testenv.Eventually(t, 15*time.Second, "a worker with input that does not commit becomes unready", func() (bool, string) {
 		ok, why := mw.Ready()
 		return !ok && strings.Contains(why, "with 100 records to consume"), why
 	})
@@ -257,7 +230,7 @@ func TestIdleWorkerStaysReadyAndAStuckOneDoesNot(t *testing.T) {
 	if _, err := e.adm.CommitOffsets(e.ctx, "g", os); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "an idle worker is ready", func() (bool, string) {
+	testenv.Eventually(t, 15*time.Second, "an idle worker is ready", func() (bool, string) {
 		ok, why := mw.Ready()
 		return ok && strings.Contains(why, "idle"), why
 	})
@@ -286,13 +259,13 @@ func TestIdleWorkerStaysReadyAndAStuckOneDoesNot(t *testing.T) {
 	if _, err := e.adm.CommitOffsets(e.ctx, "g", os); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "idle on transactional input: lag 1 is only the commit marker", func() (bool, string) {
+	testenv.Eventually(t, 15*time.Second, "idle on transactional input: lag 1 is only the commit marker", func() (bool, string) {
 		ok, why := mw.Ready()
 		return ok && strings.Contains(why, "only transaction markers"), why
 	})
 	// One more record waits: not idle any more.
 	e.produceTo(t, "in", 0, 1)
-	eventually(t, 15*time.Second, "a record waiting behind the marker makes it unready", func() (bool, string) {
+	testenv.Eventually(t, 15*time.Second, "a record waiting behind the marker makes it unready", func() (bool, string) {
 		ok, why := mw.Ready()
 		return !ok && strings.Contains(why, "with 2 records to consume"), why
 	})
@@ -363,12 +336,12 @@ func TestMonitorSeesLSOLagGrowBehindAHangingTransaction(t *testing.T) {
 		t.Fatalf("in[1] lag %v, hanging %v: want 0, 0", s.Sum(LSOLag, "topic", "in", "partition", "1"), s.Sum(HangingTxns))
 	}
 	produce(20)
-	eventually(t, 5*time.Second, "LSO lag grows and the transaction turns hanging after 1s", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "LSO lag grows and the transaction turns hanging after 1s", func() (bool, string) {
 		s := scrape()
 		lag, h, age := s.Sum(LSOLag, "topic", "in", "partition", "0"), s.Sum(HangingTxns, "topic", "in", "partition", "0"), s.Sum(OpenTransactionAge, "topic", "in", "partition", "0")
 		return lag == 31 && h == 1 && age > 1, fmt.Sprintf("lag %v hanging %v age %v", lag, h, age)
 	})
-	if code, _ := get(t, url+"/readyz"); code != http.StatusOK {
+	if code, _ := testenv.Get(t, url+"/readyz"); code != http.StatusOK {
 		t.Fatalf("monitor /readyz: %d", code)
 	}
 
@@ -379,7 +352,7 @@ func TestMonitorSeesLSOLagGrowBehindAHangingTransaction(t *testing.T) {
 	if err := inspect.WriteAbortMarker(e.ctx, e.adm, p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "lag and hanging back to 0 after the abort", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "lag and hanging back to 0 after the abort", func() (bool, string) {
 		s := scrape()
 		return s.Sum(LSOLag) == 0 && s.Sum(HangingTxns) == 0 && s.Sum(OpenTransactionAge) == 0,
 			fmt.Sprintf("lag %v hanging %v age %v", s.Sum(LSOLag), s.Sum(HangingTxns), s.Sum(OpenTransactionAge))

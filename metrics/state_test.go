@@ -11,6 +11,7 @@ import (
 
 	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -62,7 +63,7 @@ func TestWorkerExportsDeadLettersAndRestores(t *testing.T) {
 		ctx, stop := context.WithCancel(e.ctx)
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		eventually(t, 30*time.Second, what+": group caught up", func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, what+": group caught up", func() (bool, string) {
 			lag, err := inspect.Lag(e.ctx, kadm.NewClient(e.cl), "agg", "agg-in")
 			return err == nil && lag.TotalLag == 0 && restored.Load(), fmt.Sprint(lag, err)
 		})

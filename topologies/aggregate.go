@@ -316,7 +316,7 @@ func (t *Aggregate) encodeStaged(ts int64, vals []float64, orig []byte) []byte {
 func (t *Aggregate) decodeStaged(b []byte) (int64, []float64, []byte, error) {
 	n := len(t.aggs)
 	if len(b) < 10+8*n || b[0] != stagedVersion || int(b[1]) != n {
-		return 0, nil, nil, pipeline.DeadLetter("repartition-format", fmt.Errorf("the repartition record was written by a different configuration (%d aggregations, this one has %d): a changed configuration needs a new --app", b[min(1, len(b)-1)], n))
+		return 0, nil, nil, pipeline.DeadLetter("repartition-format", fmt.Errorf("the repartition record was written by a different configuration (%d aggregations, this one has %d): a changed configuration needs a new app (pipeline.Config.App)", b[min(1, len(b)-1)], n))
 	}
 	ts := int64(binary.BigEndian.Uint64(b[2:]))
 	vals := t.scratch()

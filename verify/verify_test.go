@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -27,23 +29,22 @@ const (
 type env struct {
 	t    *testing.T
 	ctx  context.Context
-	c    *kfake.Cluster
 	opts []kgo.Opt
 }
 
-// newEnv starts a one-broker kfake cluster with the input and output topics
+// newEnv connects to a test cluster (testbroker: the embedded broker, or
+// Apache Kafka with EOS_TEST_BROKER=kafka) with the input and output topics
 // and fills the input with numIn datagen records.
 func newEnv(t *testing.T, outParts int32) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	t.Cleanup(cancel)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(inParts, inTopic), kfake.SeedTopics(outParts, outTopic))
-	if err != nil {
-		t.Fatal(err)
+	conn := testbroker.Connect(t, testbroker.Start(t, broker.Config{}), 20*time.Second)
+	e := &env{t: t, ctx: conn.Ctx, opts: conn.Opts}
+	for topic, parts := range map[string]int32{inTopic: inParts, outTopic: outParts} {
+		if _, _, err := admin.EnsureTopic(e.ctx, conn.Client, topic, parts, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(c.Close)
-	e := &env{t: t, ctx: ctx, c: c, opts: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}}
-	if _, err := datagen.Produce(ctx, e.client(), datagen.Config{Topic: inTopic, Count: numIn, Size: 64, Partitions: inParts}); err != nil {
+	if _, err := datagen.Produce(e.ctx, conn.Client, datagen.Config{Topic: inTopic, Count: numIn, Size: 64, Partitions: inParts}); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -5,11 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/eosctl/eos/internal/eosctltest"
+	"github.com/eosctl/eos/internal/fleet"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/testbroker"
@@ -28,17 +28,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
 }
 
 // inShort are the rows `go test -short` runs, a few seconds each: workers
@@ -91,17 +80,17 @@ func TestScenariosPreserveExactlyOnce(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			logs := &syncBuf{}
+			logs := &fleet.Buffer{}
 			res, err := RunOn(ctx, cluster, s, bin, Short, logs)
 			if res != nil {
 				results = append(results, res)
 				t.Logf("%s: %s", s.Name, seed.Replay(res.Seed))
 			}
 			if err != nil {
-				t.Fatalf("%v\nlogs:\n%s", err, logs.b.String())
+				t.Fatalf("%v\nlogs:\n%s", err, logs.String())
 			}
 			if !res.OK() || res.Records == 0 {
-				t.Fatalf("exactly-once broken: %s\nlogs:\n%s", res.Summary(), logs.b.String())
+				t.Fatalf("exactly-once broken: %s\nlogs:\n%s", res.Summary(), logs.String())
 			}
 			t.Logf("%s: %d records; faults: %s; recovery p50 %s max %s; %v; %s; %s", s.Name, res.Records, res.Faults, res.RecoveryP50(), res.RecoveryMax(), res.Notes, res.Summary(), res.Elapsed.Round(time.Millisecond))
 		})

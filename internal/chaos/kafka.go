@@ -81,7 +81,7 @@ func (h *harness) bounceNode(ctx context.Context, id int32, down time.Duration, 
 
 // txnCoordinator returns the node coordinating transactionalID.
 func (h *harness) txnCoordinator(ctx context.Context, transactionalID string) (int32, error) {
-	for _, r := range kadm.NewClient(h.cl).FindTxnCoordinators(ctx, transactionalID) {
+	for _, r := range kadm.NewClient(h.Client).FindTxnCoordinators(ctx, transactionalID) {
 		if r.Err != nil {
 			return -1, r.Err
 		}
@@ -92,7 +92,7 @@ func (h *harness) txnCoordinator(ctx context.Context, transactionalID string) (i
 
 // partitionLeader returns the leader of topic's partition p.
 func (h *harness) partitionLeader(ctx context.Context, topic string, p int32) (int32, error) {
-	md, err := kadm.NewClient(h.cl).Metadata(ctx, topic)
+	md, err := kadm.NewClient(h.Client).Metadata(ctx, topic)
 	if err != nil {
 		return -1, err
 	}
@@ -107,7 +107,7 @@ func (h *harness) partitionLeader(ctx context.Context, topic string, p int32) (i
 // next replica, as an operator does: reassign the partition with its
 // replica list rotated, then elect the preferred (first) replica.
 func (h *harness) rotateLeaders(ctx context.Context, app string) error {
-	adm := kadm.NewClient(h.cl)
+	adm := kadm.NewClient(h.Client)
 	topics, err := adm.ListTopics(ctx)
 	if err != nil {
 		return fmt.Errorf("listing topics to move: %w", err)
@@ -215,7 +215,7 @@ func nodeBounce(ctx context.Context, h *harness, sz Size, res *Result, w workloa
 	})
 	res.Faults = fmt.Sprintf("%d node %s, 500ms down each (nodes %v)", sz.Faults, how, killed)
 	for _, at := range bounces {
-		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+		res.Recovery = append(res.Recovery, h.Recoveries(at)...)
 	}
 	if err == nil && len(res.Recovery) < sz.Faults {
 		err = fmt.Errorf("only %d worker commits followed the %d bounces: the copy finished before the faults, so they proved nothing", len(res.Recovery), sz.Faults)
@@ -234,7 +234,7 @@ func coordinatorLoss(ctx context.Context, h *harness, sz Size, res *Result, w wo
 		for i := range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults))
 			id := fmt.Sprintf("moves-%d", i%2)
-			admin.WaitOngoing(ctx, h.cl, id, 2*time.Second)
+			admin.WaitOngoing(ctx, h.Client, id, 2*time.Second)
 			node, err := h.txnCoordinator(ctx, id)
 			if err != nil {
 				return fmt.Errorf("finding the coordinator of %s: %w", id, err)
@@ -250,7 +250,7 @@ func coordinatorLoss(ctx context.Context, h *harness, sz Size, res *Result, w wo
 	})
 	res.Faults = fmt.Sprintf("%d SIGKILLs of the transaction coordinator's node mid-transaction (nodes %v)", sz.Faults, nodes)
 	for _, at := range losses {
-		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+		res.Recovery = append(res.Recovery, h.Recoveries(at)...)
 	}
 	return err
 }
@@ -275,7 +275,7 @@ func networkPartition(ctx context.Context, h *harness, sz Size, res *Result, w w
 		for i := range sz.Faults {
 			time.Sleep(2 * time.Second)
 			id := fmt.Sprintf("partition-%d", i%2)
-			admin.WaitOngoing(ctx, h.cl, id, 2*time.Second)
+			admin.WaitOngoing(ctx, h.Client, id, 2*time.Second)
 			node, err := h.txnCoordinator(ctx, id)
 			if err != nil {
 				return fmt.Errorf("finding the coordinator of %s: %w", id, err)
@@ -294,7 +294,7 @@ func networkPartition(ctx context.Context, h *harness, sz Size, res *Result, w w
 	})
 	res.Faults = fmt.Sprintf("%d isolations of the transaction coordinator's node for %s (nodes %v); input paced to last through them", sz.Faults, cut, nodes)
 	for _, at := range healed {
-		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+		res.Recovery = append(res.Recovery, h.Recoveries(at)...)
 	}
 	return err
 }
@@ -309,7 +309,7 @@ func transactionVersionSwitch(ctx context.Context, h *harness, sz Size, res *Res
 	if err := h.inProcessBroker(ctx, broker.Config{}); err != nil {
 		return err
 	}
-	adm := kadm.NewClient(h.cl)
+	adm := kadm.NewClient(h.Client)
 	defer adm.UpdateFeatures(context.WithoutCancel(ctx), false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: 2, UpgradeType: 1})
 	var switches []time.Time
 	var levels []int16
@@ -334,7 +334,7 @@ func transactionVersionSwitch(ctx context.Context, h *harness, sz Size, res *Res
 	})
 	res.Faults = fmt.Sprintf("%d switches of transaction.version, to %v in turn", len(levels), levels)
 	for _, at := range switches {
-		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+		res.Recovery = append(res.Recovery, h.Recoveries(at)...)
 	}
 	return err
 }

@@ -308,7 +308,7 @@ func brokerBounce(ctx context.Context, h *harness, sz Size, res *Result, w workl
 		return nil
 	})
 	for _, at := range bounces {
-		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+		res.Recovery = append(res.Recovery, h.Recoveries(at)...)
 	}
 	if err == nil && len(res.Recovery) < sz.Faults {
 		err = fmt.Errorf("only %d worker commits followed the %d bounces: the copy finished before the faults, so they proved nothing", len(res.Recovery), sz.Faults)
@@ -335,7 +335,7 @@ func coordinatorMoves(ctx context.Context, h *harness, sz Size, res *Result, w w
 		return nil
 	})
 	for _, at := range moves {
-		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+		res.Recovery = append(res.Recovery, h.Recoveries(at)...)
 	}
 	return err
 }
@@ -369,7 +369,7 @@ func partitionLeaderMoves(ctx context.Context, h *harness, sz Size, res *Result,
 		return nil
 	})
 	for _, at := range moves {
-		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+		res.Recovery = append(res.Recovery, h.Recoveries(at)...)
 	}
 	if h.kafka != nil {
 		res.Faults = fmt.Sprintf("%d partition-leader moves: reassignment with the replicas rotated and a preferred-leader election, and the SIGKILL of the node leading %s-out[0], in turn", n, app)
@@ -420,7 +420,7 @@ func lostResponses(ctx context.Context, h *harness, sz Size, res *Result, w work
 	if faults.Dropped(kmsg.AddPartitionsToTxn.Int16()) == 0 {
 		res.Notes = append(res.Notes, "no AddPartitionsToTxn was sent: under KIP-890 (transaction.version 2) partitions join the transaction implicitly with the first Produce")
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d producer re-initialisations after unknown outcomes", h.count("reinit")))
+	res.Notes = append(res.Notes, fmt.Sprintf("%d producer re-initialisations after unknown outcomes", h.Count("reinit")))
 	return err
 }
 
@@ -439,7 +439,7 @@ func slowCoordinator(ctx context.Context, h *harness, sz Size, res *Result, w wo
 		return nil
 	})
 	res.Faults = fmt.Sprintf("responses held 3s (request timeout 2s): EndTxn %d, TxnOffsetCommit %d", faults.Delayed(kmsg.EndTxn.Int16()), faults.Delayed(kmsg.TxnOffsetCommit.Int16()))
-	res.Notes = append(res.Notes, fmt.Sprintf("%d producer re-initialisations after unknown outcomes", h.count("reinit")))
+	res.Notes = append(res.Notes, fmt.Sprintf("%d producer re-initialisations after unknown outcomes", h.Count("reinit")))
 	return err
 }
 
@@ -457,17 +457,17 @@ func txnTimeout(ctx context.Context, h *harness, sz Size, res *Result, w workloa
 	paced.Rate = max(1, min(sz.Rate, int(float64(sz.Records)/(time.Duration(sz.Faults)*(freeze+4*time.Second)).Seconds())))
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	h.superviseWorkers(sctx)
+	h.Supervise(sctx)
 	var resumed []time.Time
 	open := 0
 	err := runWith(ctx, h, paced, res, w, "timeout", 4, 2, []string{"--transaction-timeout", "2s", "--session-timeout", "10s"}, func() error {
 		for i := range sz.Faults {
 			time.Sleep(time.Second)
 			name := fmt.Sprintf("timeout-%d", i%2)
-			if admin.WaitOngoing(ctx, h.cl, name, 2*time.Second) {
+			if admin.WaitOngoing(ctx, h.Client, name, 2*time.Second) {
 				open++
 			}
-			w := h.worker(name)
+			w := h.Worker(name)
 			_ = w.Signal(syscall.SIGSTOP)
 			time.Sleep(freeze)
 			_ = w.Signal(syscall.SIGCONT)
@@ -478,16 +478,15 @@ func txnTimeout(ctx context.Context, h *harness, sz Size, res *Result, w workloa
 	})
 	stop()
 	for _, at := range resumed {
-		res.Recovery = append(res.Recovery, h.recoveries(at)...)
+		res.Recovery = append(res.Recovery, h.Recoveries(at)...)
 	}
 	res.Faults = fmt.Sprintf("%d freezes of %s against a 2s transaction timeout, %d of them with the transaction open (input paced to last through them)", sz.Faults, freeze, open)
-	h.mu.Lock()
-	exited := len(h.exits)
-	for name, codes := range h.exits {
+	exits := h.Exits()
+	exited := len(exits)
+	for name, codes := range exits {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s exited with %v and was restarted", name, codes))
 	}
-	h.mu.Unlock()
-	res.Notes = append(res.Notes, fmt.Sprintf("%d re-initialisations in place", h.count("reinit")))
+	res.Notes = append(res.Notes, fmt.Sprintf("%d re-initialisations in place", h.Count("reinit")))
 	switch {
 	case err != nil:
 	case open == 0:
@@ -509,7 +508,7 @@ func singlePartitionOrder(ctx context.Context, h *harness, sz Size, res *Result,
 		for i := range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults))
 			name := fmt.Sprintf("order-%d", h.rng.IntN(2))
-			if err := h.killAndRestart(ctx, name); err != nil {
+			if err := h.KillAndRestart(ctx, name); err != nil {
 				return err
 			}
 			_ = i
@@ -531,7 +530,7 @@ func kip848(ctx context.Context, h *harness, sz Size, res *Result, w workload) e
 	return runWith(ctx, h, sz, res, w, "kip848", 6, 1, args, func() error {
 		for range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults+1))
-			if err := h.killAndRestart(ctx, "kip848-0"); err != nil {
+			if err := h.KillAndRestart(ctx, "kip848-0"); err != nil {
 				return err
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/verify"
 )
 
@@ -91,11 +92,11 @@ func Soak(ctx context.Context, bin string, d time.Duration, rate int, interval t
 	}
 	const app, in, out = "soak", "soak-in", "soak-out"
 	n := int64(d.Seconds() * float64(rate))
-	produced, err := h.produce(ctx, in, n, 6, rate)
+	produced, err := h.Produce(ctx, in, n, 6, rate)
 	if err != nil {
 		return nil, err
 	}
-	tail, err := verify.NewTail(ctx, h.opts, out)
+	tail, err := verify.NewTail(ctx, h.Opts, out)
 	if err != nil {
 		return nil, err
 	}
@@ -127,12 +128,12 @@ loop:
 			break loop
 		case now := <-tick.C:
 			s := SoakSample{At: now.Sub(start)}
-			if got, err := admin.EndOffsetSum(ctx, h.cl, out); err == nil {
+			if got, err := admin.EndOffsetSum(ctx, h.Client, out); err == nil {
 				s.OutputRate = float64(got-prevOut) / now.Sub(prevAt).Seconds()
 				prevOut, prevAt = got, now
 			}
 			for i, addr := range addrs {
-				if p := h.worker(fmt.Sprintf("%s-%d", app, i)); p != nil {
+				if p := h.Worker(fmt.Sprintf("%s-%d", app, i)); p != nil {
 					s.RSSBytes += rss(p.PID())
 				}
 				s.Goroutines += goroutines(addr)
@@ -140,10 +141,10 @@ loop:
 			res.Samples = append(res.Samples, s)
 		}
 	}
-	if err := h.waitCaughtUp(ctx, app, catchUp(), in); err != nil {
+	if err := h.WaitCaughtUp(ctx, committed.Wait{Group: app, Topics: []string{in}, Within: catchUp()}); err != nil {
 		return nil, err
 	}
-	h.stopWorkers()
+	h.Stop(20 * time.Second)
 	var r Result
 	if err := h.judge(ctx, &r, in, out, tail); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -24,10 +25,10 @@ func transactionalInput(ctx context.Context, h *harness, sz Size, res *Result, _
 		return err
 	}
 	const app, in, out = "txin", "txin-in", "txin-out"
-	if _, _, err := admin.EnsureTopic(ctx, h.cl, in, 4, nil); err != nil {
+	if _, _, err := admin.EnsureTopic(ctx, h.Client, in, 4, nil); err != nil {
 		return err
 	}
-	tail, err := verify.NewTail(ctx, h.opts, out)
+	tail, err := verify.NewTail(ctx, h.Opts, out)
 	if err != nil {
 		return err
 	}
@@ -37,9 +38,9 @@ func transactionalInput(ctx context.Context, h *harness, sz Size, res *Result, _
 			return err
 		}
 	}
-	aborted, err := produceTransactions(ctx, h.opts, in, sz, func(batch int) error {
+	aborted, err := produceTransactions(ctx, h.Opts, in, sz, func(batch int) error {
 		if batch%7 == 3 {
-			return h.killAndRestart(ctx, app+"-"+strconv.Itoa(batch%2))
+			return h.KillAndRestart(ctx, app+"-"+strconv.Itoa(batch%2))
 		}
 		return nil
 	})
@@ -47,11 +48,11 @@ func transactionalInput(ctx context.Context, h *harness, sz Size, res *Result, _
 		return err
 	}
 	res.Faults = fmt.Sprintf("%d of the input's transactions aborted; workers SIGKILLed every 7th batch", aborted)
-	if err := h.waitCaughtUp(ctx, app, catchUp(), in); err != nil {
+	if err := h.WaitCaughtUp(ctx, committed.Wait{Group: app, Topics: []string{in}, Within: catchUp()}); err != nil {
 		return err
 	}
-	h.stopWorkers()
-	if err := committedAtEnd(ctx, h.cl, app, in); err != nil {
+	h.Stop(20 * time.Second)
+	if err := committedAtEnd(ctx, h.Client, app, in); err != nil {
 		return err
 	}
 	res.Notes = append(res.Notes, "committed offset = end offset on every input partition after draining")

@@ -55,19 +55,19 @@ type copying struct {
 func (*copying) topology(*harness) ([]string, error) { return []string{topologyPassthrough}, nil }
 
 func (*copying) produce(ctx context.Context, h *harness, in string, partitions int32, n int64, rate int) (<-chan error, error) {
-	return h.produce(ctx, in, n, partitions, rate)
+	return h.Produce(ctx, in, n, partitions, rate)
 }
 
 func (c *copying) watch(ctx context.Context, h *harness, _, out string) (err error) {
-	c.tail, err = verify.NewTail(ctx, h.opts, out)
+	c.tail, err = verify.NewTail(ctx, h.Opts, out)
 	return err
 }
 
 func (c *copying) finish(ctx context.Context, h *harness, res *Result, app, in, out string, _ int32) error {
-	if err := h.waitCaughtUp(ctx, app, catchUp(), in); err != nil {
+	if err := h.WaitCaughtUp(ctx, committed.Wait{Group: app, Topics: []string{in}, Within: catchUp()}); err != nil {
 		return err
 	}
-	h.stopWorkers()
+	h.Stop(20 * time.Second)
 	return h.judge(ctx, res, in, out, c.tail)
 }
 
@@ -112,20 +112,20 @@ func (a *aggregating) produce(ctx context.Context, h *harness, in string, partit
 	if n/2 > verify.AggregateMaxRecords {
 		return nil, fmt.Errorf("%d records: a stateful scenario takes at most %d (twice verify.AggregateMaxRecords)", n, 2*verify.AggregateMaxRecords)
 	}
-	if _, _, err := admin.EnsureTopic(ctx, h.cl, in, partitions, nil); err != nil {
+	if _, _, err := admin.EnsureTopic(ctx, h.Client, in, partitions, nil); err != nil {
 		return nil, err
 	}
 	a.input = verify.NewAggregateInput(in, int(n/2), aggregateSeed)
 	done := make(chan error, 1)
-	go func() { done <- a.input.Produce(ctx, h.cl, (rate+1)/2) }()
+	go func() { done <- a.input.Produce(ctx, h.Client, (rate+1)/2) }()
 	return done, nil
 }
 
 func (a *aggregating) watch(ctx context.Context, h *harness, app, out string) (err error) {
-	if a.results, err = verify.NewTailBy(ctx, h.opts, out, verify.AggregateWindowID); err != nil {
+	if a.results, err = verify.NewTailBy(ctx, h.Opts, out, verify.AggregateWindowID); err != nil {
 		return err
 	}
-	a.deadLetters, err = verify.NewTailBy(ctx, h.opts, deadLetterTopic(app), verify.DeadLetterSourceID)
+	a.deadLetters, err = verify.NewTailBy(ctx, h.Opts, deadLetterTopic(app), verify.DeadLetterSourceID)
 	return err
 }
 
@@ -136,19 +136,19 @@ func deadLetterTopic(app string) string { return app + "-dlq" }
 // with heartbeats, drains again, stops the workers and judges.
 func (a *aggregating) finish(ctx context.Context, h *harness, res *Result, app, in, out string, partitions int32) error {
 	drained := func() error {
-		return committed.WaitCaughtUp(ctx, h.opts, committed.Wait{Group: app, Topics: []string{in, app + "-windows-repartition"}, Within: catchUp()})
+		return h.WaitCaughtUp(ctx, committed.Wait{Group: app, Topics: []string{in, app + "-windows-repartition"}, Within: catchUp()})
 	}
 	if err := drained(); err != nil {
-		return fmt.Errorf("%w; workers: %s", err, h.workerStates())
+		return err
 	}
-	if err := a.input.ProduceHeartbeats(ctx, h.cl, int(partitions)); err != nil {
+	if err := a.input.ProduceHeartbeats(ctx, h.Client, int(partitions)); err != nil {
 		return err
 	}
 	if err := drained(); err != nil {
-		return fmt.Errorf("after the heartbeats: %w; workers: %s", err, h.workerStates())
+		return fmt.Errorf("after the heartbeats: %w", err)
 	}
-	h.stopWorkers()
-	rep, err := verify.JudgeAggregate(ctx, h.opts, verify.AggregateTopics{Input: in, Output: out, DeadLetters: deadLetterTopic(app), Timeout: 2 * time.Minute})
+	h.Stop(20 * time.Second)
+	rep, err := verify.JudgeAggregate(ctx, h.Opts, verify.AggregateTopics{Input: in, Output: out, DeadLetters: deadLetterTopic(app), Timeout: 2 * time.Minute})
 	if err != nil {
 		return err
 	}

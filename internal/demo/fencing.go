@@ -4,7 +4,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/internal/fleet"
 	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
@@ -276,27 +276,8 @@ func (r *run) openTxn(ctx context.Context, within time.Duration) (kadm.Described
 	return kadm.DescribedTransaction{}, false
 }
 
-// lineBuffer keeps a process's stderr for its last line.
-type lineBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lineBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lineBuffer) last() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(l.buf.String()), "\n")
-	return lines[len(lines)-1]
-}
-
 func (r *run) zombie(ctx context.Context) error {
-	aErr := &lineBuffer{}
+	aErr := &fleet.Buffer{}
 	a, err := r.startWorker(ctx, "A", aErr)
 	if err != nil {
 		return err
@@ -368,7 +349,7 @@ func (r *run) zombie(ctx context.Context) error {
 		a.Kill()
 		r.step("demo", 0, 0, "A still running 20s after SIGCONT: SIGKILL")
 	}
-	r.rep.ZombieExit, r.rep.ZombieMessage = a.Wait(), aErr.last()
+	r.rep.ZombieExit, r.rep.ZombieMessage = a.Wait(), aErr.LastLine()
 	r.step("A", 0, 0, "exited with code %d: %s", r.rep.ZombieExit, r.rep.ZombieMessage)
 	return r.finish(ctx, b)
 }

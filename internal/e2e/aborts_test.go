@@ -27,7 +27,7 @@ func TestAbortedTransactionsAreNeverVisibleNorSkipped(t *testing.T) {
 	}
 	e.waitCaughtUp("abort", time.Minute, "abort-in")
 	e.stop()
-	aborted, committed := e.count("aborted"), e.count("committed")
+	aborted, committed := e.Count("aborted"), e.Count("committed")
 	if aborted < 5 || committed < 5 {
 		t.Fatalf("%d transactions aborted and %d committed: the test hook did not exercise aborts", aborted, committed)
 	}

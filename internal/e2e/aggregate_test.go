@@ -136,8 +136,7 @@ func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
 
 	byInstance := map[string]int{}
 	restores := 0
-	e.mu.Lock()
-	for _, ev := range e.events {
+	for _, ev := range e.Events() {
 		switch ev.Kind {
 		case pipeline.EventCommitted:
 			byInstance[ev.Instance]++
@@ -145,7 +144,6 @@ func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
 			restores++
 		}
 	}
-	e.mu.Unlock()
 	if byInstance["0"] == 0 || byInstance["1"] == 0 {
 		t.Fatalf("commits by instance %v: the scale-out did not happen", byInstance)
 	}
@@ -158,8 +156,6 @@ func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
 
 // grepLines returns the workers' log lines that contain s.
 func grepLines(e *env, s string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var out []string
 	for _, l := range strings.Split(e.logs.String(), "\n") {
 		if strings.Contains(l, s) {

@@ -108,7 +108,7 @@ func (e *env) measureCommits(app, in, out string, interval, d time.Duration, ext
 	var evs []pipeline.Event
 	w, err := pipeline.New(pipeline.Config{App: app, Instance: "0", Inputs: []string{in}, Output: out,
 		CommitInterval: interval, SessionTimeout: 6 * time.Second,
-		Logger:     slog.New(slog.NewTextHandler(lockedWriter{e, app}, nil)),
+		Logger:     slog.New(slog.NewTextHandler(e.LogWriter(app), nil)),
 		ClientOpts: append(append(append([]kgo.Opt(nil), e.opts...), kgo.WithLogger(lg), kgo.WithHooks(lg)), extra...),
 		OnEvent: func(ev pipeline.Event) {
 			mu.Lock()

@@ -48,9 +48,7 @@ func TestPassthroughCountsAgreeAfterSIGINT(t *testing.T) {
 			t.Fatalf("%s exited %d after SIGINT, want 0", tc.app, code)
 		}
 		_, consumed, produced := e.committedBy(tc.app + "-0")
-		e.mu.Lock()
 		logs := e.logs.String()
-		e.mu.Unlock()
 		if consumed == 0 || consumed != produced {
 			t.Fatalf("%s: committed events say consumed %d, produced %d; want equal and positive", tc.app, consumed, produced)
 		}
@@ -72,9 +70,7 @@ func TestPassthroughCountsAgreeAfterSIGINT(t *testing.T) {
 // committedBy sums the committed events of one transactional id: how many,
 // and the records they consumed and produced.
 func (e *env) committedBy(id string) (n, consumed, produced int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, ev := range e.events {
+	for _, ev := range e.Events() {
 		if ev.Kind == pipeline.EventCommitted && ev.TransactionalID == id {
 			n, consumed, produced = n+1, consumed+ev.Consumed, produced+ev.Records
 		}

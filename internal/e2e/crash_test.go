@@ -25,10 +25,8 @@ func TestExactlyOnceThroughCrashLoop(t *testing.T) {
 	e := newEnv(t, broker.Config{})
 	produced := e.produceAsync("crash-in", n, 6, 30_000)
 	tl := e.tail("crash-out")
-	procs := make([]int, workers)
 	for i := range workers {
 		e.worker("crash", i, "crash-in", "crash-out")
-		procs[i] = len(e.procs) - 1
 	}
 	rng := seed.Rand(t) // the kill instants and victims
 	midTxn := 0
@@ -40,9 +38,8 @@ func TestExactlyOnceThroughCrashLoop(t *testing.T) {
 		if k%2 == 0 && admin.WaitOngoing(e.ctx, e.cl, "crash-"+strconv.Itoa(i), 3*time.Second) {
 			midTxn++
 		}
-		e.procs[procs[i]].Kill()
+		e.Worker("crash-" + strconv.Itoa(i)).Kill()
 		e.worker("crash", i, "crash-in", "crash-out")
-		procs[i] = len(e.procs) - 1
 	}
 	if err := <-produced; err != nil {
 		t.Fatal(err)
@@ -53,5 +50,5 @@ func TestExactlyOnceThroughCrashLoop(t *testing.T) {
 	e.waitCaughtUp("crash", time.Minute, "crash-in")
 	e.stop()
 	e.requireExactlyOnce("crash-in", "crash-out", tl, n)
-	t.Logf("%d kills, %d confirmed mid-transaction; %d transactions committed by the surviving processes' event streams", kills, midTxn, e.count("committed"))
+	t.Logf("%d kills, %d confirmed mid-transaction; %d transactions committed by the surviving processes' event streams", kills, midTxn, e.Count("committed"))
 }

@@ -3,5 +3,7 @@
 // an embedded broker that runs in the test process (so that the tests can
 // inject faults into it). Every test judges exactly-once the same way: with
 // verify.Run reading the output with read_committed after the faults, and a
-// verify.Tail reading it concurrently during them.
+// verify.Tail reading it concurrently during them. The tests' env is a
+// testing adapter over package fleet, the environment the chaos scenarios
+// run in too.
 package e2e

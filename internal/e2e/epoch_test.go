@@ -69,11 +69,11 @@ func TestEpochExhaustionRotatesProducerIDTwiceExactlyOnce(t *testing.T) {
 		pid, epoch, bumps := burnEpochs(ctx, t, e.cl, txnID, math.MaxInt16-epochMargin)
 		t.Logf("phase %d: burned %d epochs of %q in %s (%.0f/s): producer id %d at epoch %d",
 			phase, bumps, txnID, time.Since(bt).Round(time.Millisecond), float64(bumps)/time.Since(bt).Seconds(), pid, epoch)
-		first := len(e.eventsSnapshot())
+		first := len(e.Events())
 		e.worker(app, 0, in, out, "--commit-interval", interval.String())
 		var newPid int64
 		e.eventually(3*time.Minute, fmt.Sprintf("phase %d: %d commits under a new producer id after producer id %d", phase, after, pid), func() (bool, string) {
-			evs := commitEvents(e.eventsSnapshot()[first:])
+			evs := commitEvents(e.Events()[first:])
 			n := 0
 			for _, ev := range evs {
 				if ev.ProducerID != pid {
@@ -89,7 +89,7 @@ func TestEpochExhaustionRotatesProducerIDTwiceExactlyOnce(t *testing.T) {
 			return n >= after, last
 		})
 		e.stop()
-		evs := e.eventsSnapshot()[first:]
+		evs := e.Events()[first:]
 		rot, err := judgeRotation(evs, pid)
 		if err != nil {
 			t.Fatalf("phase %d: %v", phase, err)
@@ -115,7 +115,7 @@ func TestEpochExhaustionRotatesProducerIDTwiceExactlyOnce(t *testing.T) {
 	})
 	e.waitCaughtUp(app, 2*time.Minute, in)
 	e.stop()
-	if c := e.count("reinit") + e.count("fenced"); c != 0 {
+	if c := e.Count("reinit") + e.Count("fenced"); c != 0 {
 		t.Fatalf("%d re-initialisations or fences: the worker took a producer-id rotation for a failure", c)
 	}
 	t.Logf("rotations %v, commit gap at each rotation %v, %d input records, drill took %s",

@@ -1,24 +1,19 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"slices"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/eosctltest"
+	"github.com/eosctl/eos/internal/fleet"
 	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/internal/testbroker"
-	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -40,17 +35,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// env is one test's broker, admin client and worker processes.
+// env is one test's broker and admin client, and the fleet of its worker
+// processes (package fleet, which the chaos scenarios run in too): a
+// testing adapter that fails the test where the fleet returns an error.
 type env struct {
-	t      *testing.T
-	b      testbroker.Cluster
-	cl     *kgo.Client
-	opts   []kgo.Opt
-	ctx    context.Context
-	mu     sync.Mutex
-	procs  []*supervise.Proc
-	events []pipeline.Event
-	logs   *bytes.Buffer
+	*fleet.Fleet
+	t    *testing.T
+	b    testbroker.Cluster
+	cl   *kgo.Client
+	opts []kgo.Opt
+	ctx  context.Context
+	logs *fleet.Buffer
 }
 
 func newEnv(t *testing.T, cfg broker.Config) *env {
@@ -70,35 +65,17 @@ func newEnvWith(t *testing.T, cfg broker.Config, connOpts []kgo.Opt) *env {
 func newEnvOn(t *testing.T, b testbroker.Cluster, connOpts []kgo.Opt) *env {
 	t.Helper()
 	conn := testbroker.Connect(t, b, 4*time.Minute, connOpts...)
-	e := &env{t: t, b: b, ctx: conn.Ctx, opts: conn.Opts, cl: conn.Client, logs: &bytes.Buffer{}}
+	logs := &fleet.Buffer{}
+	f := fleet.New(eosctl, logs)
+	f.Opts, f.Client = conn.Opts, conn.Client
+	e := &env{Fleet: f, t: t, b: b, ctx: conn.Ctx, opts: conn.Opts, cl: conn.Client, logs: logs}
 	t.Cleanup(func() {
-		for _, p := range e.procs {
-			p.Kill()
-		}
+		e.Kill()
 		if t.Failed() {
-			e.mu.Lock()
-			t.Logf("worker logs:\n%s", e.logs.String())
-			e.mu.Unlock()
+			t.Logf("worker logs:\n%s", logs.String())
 		}
 	})
 	return e
-}
-
-// lockedWriter serialises the stderr of all workers into one buffer.
-type lockedWriter struct {
-	e    *env
-	name string
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.e.mu.Lock()
-	defer w.e.mu.Unlock()
-	for _, line := range bytes.SplitAfter(p, []byte("\n")) {
-		if len(line) > 0 {
-			fmt.Fprintf(w.e.logs, "[%s] %s", w.name, line)
-		}
-	}
-	return len(p), nil
 }
 
 // produce writes n datagen records to topic, at rate records/s (0: flat out).
@@ -111,14 +88,18 @@ func (e *env) produce(topic string, n int64, partitions int32, rate int) {
 
 // produceAsync produces in the background; the returned channel yields its error.
 func (e *env) produceAsync(topic string, n int64, partitions int32, rate int) <-chan error {
-	if _, _, err := admin.EnsureTopic(e.ctx, e.cl, topic, partitions, nil); err != nil {
+	e.t.Helper()
+	return e.produceAsyncCtx(e.ctx, topic, n, partitions, rate)
+}
+
+// produceAsyncCtx is produceAsync under ctx: canceling it ends the
+// production early (the records acknowledged by then are the input).
+func (e *env) produceAsyncCtx(ctx context.Context, topic string, n int64, partitions int32, rate int) <-chan error {
+	e.t.Helper()
+	done, err := e.Produce(ctx, topic, n, partitions, rate)
+	if err != nil {
 		e.t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := datagen.Produce(e.ctx, e.cl, datagen.Config{Topic: topic, Count: n, Size: 100, Partitions: partitions, Rate: rate})
-		done <- err
-	}()
 	return done
 }
 
@@ -138,31 +119,14 @@ func (e *env) topologyWorker(topology, app string, i int, in, out string, extra 
 }
 
 // start starts eosctl with args as process name: its stderr goes to the
-// test's logs, its events (--events -) to e.events.
+// test's logs, its events (--events -) to the fleet's events.
 func (e *env) start(name string, args []string) *supervise.Proc {
 	e.t.Helper()
-	p, err := supervise.Start(e.ctx, supervise.Config{
-		Name: name, Bin: eosctl, Args: args, Stderr: lockedWriter{e, name},
-		OnEvent: func(_ string, ev pipeline.Event) {
-			e.mu.Lock()
-			e.events = append(e.events, ev)
-			e.mu.Unlock()
-		},
-	})
+	p, err := e.Start(e.ctx, name, args)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.mu.Lock()
-	e.procs = append(e.procs, p)
-	e.mu.Unlock()
 	return p
-}
-
-// count returns how many events of kind all workers have written.
-func (e *env) count(kind pipeline.EventKind) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return pipeline.CountEvents(e.events, kind)
 }
 
 // topics lists the cluster's topics. On Apache Kafka the cluster is shared
@@ -187,19 +151,6 @@ func (e *env) requireNoNewTopics(before kadm.TopicDetails, what string) {
 	}
 }
 
-// commitsByInstance counts the committed events of each instance.
-func (e *env) commitsByInstance() map[string]int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	by := map[string]int{}
-	for _, ev := range e.events {
-		if ev.Kind == pipeline.EventCommitted {
-			by[ev.Instance]++
-		}
-	}
-	return by
-}
-
 // tail starts a concurrent read_committed reader of topic.
 func (e *env) tail(topic string) *verify.Tail {
 	e.t.Helper()
@@ -215,7 +166,7 @@ func (e *env) tail(topic string) *verify.Tail {
 // no transaction still open or completing there.
 func (e *env) waitCaughtUp(group string, within time.Duration, topics ...string) {
 	e.t.Helper()
-	if err := committed.WaitCaughtUp(e.ctx, e.opts, committed.Wait{Group: group, Topics: topics, Within: within}); err != nil {
+	if err := e.WaitCaughtUp(e.ctx, committed.Wait{Group: group, Topics: topics, Within: within}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -224,7 +175,7 @@ func (e *env) waitCaughtUp(group string, within time.Duration, topics ...string)
 // to the last stable offset: for drills that hold transactions open.
 func (e *env) waitCaughtUpToLSO(group string, within time.Duration, topics ...string) {
 	e.t.Helper()
-	if err := committed.WaitCaughtUp(e.ctx, e.opts, committed.Wait{Group: group, Topics: topics, Within: within, OpenTransactions: true}); err != nil {
+	if err := e.WaitCaughtUp(e.ctx, committed.Wait{Group: group, Topics: topics, Within: within, OpenTransactions: true}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -232,21 +183,12 @@ func (e *env) waitCaughtUpToLSO(group string, within time.Duration, topics ...st
 // stop sends SIGTERM to every running worker and requires exit code 0.
 func (e *env) stop() {
 	e.t.Helper()
-	for _, p := range e.procs {
-		select {
-		case <-p.Done():
-			continue
-		default:
-		}
-		_ = p.Signal(syscall.SIGTERM)
-		select {
-		case <-p.Done():
-			if code := p.Wait(); code != 0 {
-				e.t.Errorf("worker %s exited %d after SIGTERM, want 0", p.Name, code)
-			}
-		case <-time.After(20 * time.Second):
-			e.t.Errorf("worker %s did not exit within 20s of SIGTERM", p.Name)
-			p.Kill()
+	for _, x := range e.Stop(20 * time.Second) {
+		switch {
+		case x.TimedOut:
+			e.t.Errorf("worker %s did not exit within 20s of SIGTERM", x.Name)
+		case x.Code != 0:
+			e.t.Errorf("worker %s exited %d after SIGTERM, want 0", x.Name, x.Code)
 		}
 	}
 }
@@ -256,45 +198,22 @@ func (e *env) stop() {
 // every input record exactly once, in input order per partition.
 func (e *env) requireExactlyOnce(in, out string, tl *verify.Tail, n int64) {
 	e.t.Helper()
-	rep, err := verify.Run(e.ctx, e.opts, verify.Config{Input: in, Output: out, Timeout: time.Minute})
+	j, err := e.Judge(e.ctx, fleet.Verdict{Input: in, Output: out, Tail: tl, Timeout: time.Minute, TailWithin: time.Minute})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if !rep.OK() || rep.InputRecords != n {
+	if rep := j.Verify; !rep.OK() || rep.InputRecords != n {
 		e.t.Fatalf("verify after the faults: %s (want %d input records)", rep.Summary(), n)
 	}
 	if tl != nil {
-		if err := tl.WaitFor(e.ctx, n); err != nil {
-			e.t.Fatalf("concurrent read_committed reader: %v", err)
+		if j.TailErr != nil {
+			e.t.Fatalf("concurrent read_committed reader: %v", j.TailErr)
 		}
-		tr := tl.Stop()
-		if !tr.OK() || tr.Keys != n {
+		if tr := *j.Tail; !tr.OK() || tr.Keys != n {
 			e.t.Fatalf("concurrent read_committed reader: %s (want %d keys)", tr, n)
 		}
-		e.t.Logf("%s; %s", rep.Summary(), tr)
+		e.t.Logf("%s; %s", j.Verify.Summary(), *j.Tail)
 	}
-}
-
-// eventsSnapshot copies the events the workers have written so far.
-func (e *env) eventsSnapshot() []pipeline.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.events)
-}
-
-// produceAsyncCtx is produceAsync under ctx: canceling it ends the
-// production early (the records acknowledged by then are the input).
-func (e *env) produceAsyncCtx(ctx context.Context, topic string, n int64, partitions int32, rate int) <-chan error {
-	e.t.Helper()
-	if _, _, err := admin.EnsureTopic(e.ctx, e.cl, topic, partitions, nil); err != nil {
-		e.t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := datagen.Produce(ctx, e.cl, datagen.Config{Topic: topic, Count: n, Size: 100, Partitions: partitions, Rate: rate})
-		done <- err
-	}()
-	return done
 }
 
 // endOffsets sums the high watermarks of topic's partitions: its record

@@ -62,7 +62,7 @@ func TestOutputIdempotencyKeysNameTheirSourceRecord(t *testing.T) {
 		e.worker("idem", i, "idem-in", "idem-out", "--test-abort-fraction", "0.3")
 	}
 	time.Sleep(800 * time.Millisecond)
-	e.procs[0].Kill()
+	e.Worker("idem-0").Kill()
 	e.worker("idem", 0, "idem-in", "idem-out")
 	if err := <-produced; err != nil {
 		t.Fatal(err)

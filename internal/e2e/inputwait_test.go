@@ -16,9 +16,8 @@ func TestRunWaitsForItsInputTopic(t *testing.T) {
 	e := newEnv(t, broker.Config{})
 	e.worker("late", 0, "late-in", "late-out")
 	e.eventually(20*time.Second, "the worker says it waits", func() (bool, string) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return strings.Contains(e.logs.String(), `waiting for it to be created" app=late instance=0 topic=late-in`), e.logs.String()
+		logs := e.logs.String()
+		return strings.Contains(logs, `waiting for it to be created" app=late instance=0 topic=late-in`), logs
 	})
 	e.produce("late-in", 1000, 3, 0)
 	e.waitCaughtUp("late", time.Minute, "late-in")

@@ -1,17 +1,16 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/fleet"
 )
 
 // SIGINT during produce and quickstart exits with the documented
@@ -21,7 +20,7 @@ import (
 func TestInterruptSaysWhatWasDone(t *testing.T) {
 	e := newEnv(t, broker.Config{})
 	produce := exec.Command(eosctl, "produce", "--brokers", e.b.Addrs()[0], "--topic", "int-in", "--count", "1000000", "--rate", "50000")
-	var perr syncBuffer
+	var perr fleet.Buffer
 	produce.Stderr = &perr
 	if err := produce.Start(); err != nil {
 		t.Fatal(err)
@@ -41,7 +40,7 @@ func TestInterruptSaysWhatWasDone(t *testing.T) {
 	}
 
 	qs := exec.Command(eosctl, "quickstart", "--records", "300000")
-	var qout, qerr syncBuffer
+	var qout, qerr fleet.Buffer
 	qs.Stdout, qs.Stderr = &qout, &qerr
 	if err := qs.Start(); err != nil {
 		t.Fatal(err)
@@ -58,32 +57,13 @@ func TestInterruptSaysWhatWasDone(t *testing.T) {
 
 // interrupt sends SIGINT to cmd and returns its exit code and the last
 // line of its stderr.
-func interrupt(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) (int, string) {
+func interrupt(t *testing.T, cmd *exec.Cmd, stderr *fleet.Buffer) (int, string) {
 	t.Helper()
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-	return cmd.ProcessState.ExitCode(), lines[len(lines)-1]
-}
-
-// syncBuffer is a bytes.Buffer that a command writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return cmd.ProcessState.ExitCode(), stderr.LastLine()
 }
 
 func commas(n int64) string {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/metrics"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
@@ -70,28 +70,7 @@ func (e *env) scrape(addr string) metrics.Scraped {
 
 func (e *env) eventually(within time.Duration, what string, cond func() (bool, string)) {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not within %s (last: %s)", what, within, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func httpStatus(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
+	testenv.Eventually(e.t, within, what, cond)
 }
 
 // A worker started with --metrics-addr serves every metric docs/operations.md lists,
@@ -111,7 +90,7 @@ func TestWorkerMetricsEndpointAfterAShortRun(t *testing.T) {
 	e.eventually(10*time.Second, "consumer lag gauge at 0 after catching up", func() (bool, string) {
 		s = e.scrape(addr)
 		return s.Series(metrics.ConsumerLag, "topic", "met-in") == 3 && s.Sum(metrics.ConsumerLag) == 0 &&
-				s.Sum(metrics.Transactions, "result", "committed") == float64(e.count(pipeline.EventCommitted)),
+				s.Sum(metrics.Transactions, "result", "committed") == float64(e.Count(pipeline.EventCommitted)),
 			fmt.Sprintf("lag %v over %d series", s.Sum(metrics.ConsumerLag), s.Series(metrics.ConsumerLag))
 	})
 	for _, d := range metrics.Catalog() {
@@ -138,10 +117,10 @@ func TestWorkerMetricsEndpointAfterAShortRun(t *testing.T) {
 	if s.Series(metrics.LSOLag, "topic", "met-in") != 3 || s.Series(metrics.LSOLag, "topic", "met-out") != 3 {
 		t.Errorf("LSO lag is not exported for the 3 input and 3 output partitions")
 	}
-	if code, body := httpStatus(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+	if code, body := testenv.Get(t, "http://"+addr+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
-	if code, _ := httpStatus(t, "http://"+addr+"/healthz"); code != http.StatusOK {
+	if code, _ := testenv.Get(t, "http://"+addr+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
 	}
 	e.stop()
@@ -157,7 +136,7 @@ func TestFencedWorkerExportsItsFenceBeforeExiting(t *testing.T) {
 	addr := freeAddr(t)
 	zombie := e.worker("fence", 0, "fence-in", "fence-out", "--metrics-addr", addr, "--metrics-linger", "3s", "--metrics-interval", "200ms")
 	e.eventually(20*time.Second, "first commit", func() (bool, string) {
-		return e.count(pipeline.EventCommitted) > 0, ""
+		return e.Count(pipeline.EventCommitted) > 0, ""
 	})
 	if s := e.scrape(addr); s.Sum(metrics.ProducerFenced) != 0 || s.Sum(metrics.Ready) != 1 {
 		t.Fatalf("before the fence: fenced %v, ready %v", s.Sum(metrics.ProducerFenced), s.Sum(metrics.Ready))
@@ -167,7 +146,7 @@ func TestFencedWorkerExportsItsFenceBeforeExiting(t *testing.T) {
 		s := e.scrape(addr)
 		return s.Sum(metrics.ProducerFenced) == 1 && s.Sum(metrics.Ready) == 0, fmt.Sprint(s.Sum(metrics.ProducerFenced))
 	})
-	code, body := httpStatus(t, "http://"+addr+"/readyz")
+	code, body := testenv.Get(t, "http://"+addr+"/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "fenced") {
 		t.Fatalf("/readyz of the fenced worker: %d %q", code, body)
 	}
@@ -288,7 +267,7 @@ func TestHangingTransactionDrill(t *testing.T) {
 	e.worker("drill", 0, in, out, "--metrics-addr", waddr, "--metrics-interval", "200ms")
 	mon := exec.CommandContext(e.ctx, eosctl, "monitor", "--brokers", e.b.Addrs()[0], "--topics", in+","+out, "--groups", "drill",
 		"--metrics-addr", maddr, "--interval", "200ms", "--hanging-after", "2s", "--log-level", "warn")
-	mon.Stderr = lockedWriter{e, "monitor"}
+	mon.Stderr = e.LogWriter("monitor")
 	if err := mon.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/internal/testenv"
 )
 
@@ -21,22 +22,20 @@ func TestExactlyOnceAcrossRebalances(t *testing.T) {
 	tl := e.tail("rebal-out")
 	e.worker("rebal", 0, "rebal-in", "rebal-out")
 	time.Sleep(1500 * time.Millisecond)
-	extra := []int{len(e.procs), len(e.procs) + 1}
-	e.worker("rebal", 1, "rebal-in", "rebal-out")
-	e.worker("rebal", 2, "rebal-in", "rebal-out")
+	extra := []*supervise.Proc{e.worker("rebal", 1, "rebal-in", "rebal-out"), e.worker("rebal", 2, "rebal-in", "rebal-out")}
 	// Scale down only once the added workers have committed, so the
 	// second rebalance takes partitions away from workers that really own
 	// some (a rebalance on Apache Kafka waits for every member to rejoin,
 	// which takes longer than on the embedded broker).
 	e.eventually(30*time.Second, "instances 1 and 2 commit", func() (bool, string) {
-		c := e.commitsByInstance()
+		c := e.CommitsByInstance()
 		return c["1"] > 0 && c["2"] > 0, fmt.Sprint(c)
 	})
-	for _, i := range extra {
-		_ = e.procs[i].Signal(syscall.SIGTERM)
+	for _, p := range extra {
+		_ = p.Signal(syscall.SIGTERM)
 	}
-	for _, i := range extra {
-		if code := e.procs[i].Wait(); code != 0 {
+	for _, p := range extra {
+		if code := p.Wait(); code != 0 {
 			t.Fatalf("scaled-down worker exited %d, want 0", code)
 		}
 	}
@@ -45,7 +44,7 @@ func TestExactlyOnceAcrossRebalances(t *testing.T) {
 	}
 	e.waitCaughtUp("rebal", time.Minute, "rebal-in")
 	e.stop()
-	byInstance := e.commitsByInstance()
+	byInstance := e.CommitsByInstance()
 	for _, inst := range []string{"0", "1", "2"} {
 		if byInstance[inst] == 0 {
 			t.Fatalf("instance %s committed no transaction (commits by instance: %v): the rebalance did not happen", inst, byInstance)

@@ -42,7 +42,7 @@ func TestReconcileCommandFindsRepairsAndIsWatched(t *testing.T) {
 		var out strings.Builder
 		cmd := exec.CommandContext(e.ctx, eosctl, append([]string{"reconcile",
 			"--brokers", e.b.Addrs()[0], "--to", dsn, "--mapping", mapping, "--input", "rc-in"}, extra...)...)
-		cmd.Stdout, cmd.Stderr = &out, lockedWriter{e, "reconcile"}
+		cmd.Stdout, cmd.Stderr = &out, e.LogWriter("reconcile")
 		_ = cmd.Run()
 		return cmd.ProcessState.ExitCode(), out.String()
 	}
@@ -81,7 +81,7 @@ func TestReconcileCommandFindsRepairsAndIsWatched(t *testing.T) {
 	}
 	watch := exec.CommandContext(e.ctx, eosctl, "reconcile", "--brokers", e.b.Addrs()[0], "--to", dsn, "--mapping", mapping,
 		"--input", "rc-in", "--from", "0", "--watch", "300ms", "--metrics-addr", addr)
-	watch.Stdout, watch.Stderr = io.Discard, lockedWriter{e, "watch"}
+	watch.Stdout, watch.Stderr = io.Discard, e.LogWriter("watch")
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -185,11 +185,9 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 		t.Fatalf("after the faults: %d keys with more than one row, %d rows, %d distinct keys: want 0, %d, %d", dups, rows, distinct, n, n)
 	}
 	requireStoredAtEnd(t, e, db, group, "sink-in")
-	e.mu.Lock()
 	retried := strings.Count(e.logs.String(), "rolled back, retrying")
-	e.mu.Unlock()
 	t.Logf("%s: %d rows, each key once, after %d kills (%d between write and commit), a 1->2->1 rebalance and a server restart (%d batches rolled back and retried); %d batches committed",
-		dbtest.Name(kind), rows, kills, midTxn, retried, e.count(pipeline.EventCommitted))
+		dbtest.Name(kind), rows, kills, midTxn, retried, e.Count(pipeline.EventCommitted))
 
 	// The replay: with the key made unique, the whole topic again.
 	if _, err := db.ExecContext(t.Context(), "ALTER TABLE events ADD PRIMARY KEY (seq)"); err != nil {

@@ -37,13 +37,13 @@ func TestZombieIsFencedAndExitsWithCode3(t *testing.T) {
 	// keeps the slot: the replacement is then the one fenced (exit 3), a
 	// different drill. (Counting all commits here, as this test once did,
 	// woke the zombie at once, and a loaded machine lost that race.)
-	base := e.count("committed")
+	base := e.Count("committed")
 	e.worker("zombie", 0, "zombie-in", "zombie-out")
 	deadline := time.Now().Add(20 * time.Second)
-	for e.count("committed") < base+3 && time.Now().Before(deadline) {
+	for e.Count("committed") < base+3 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if e.count("committed") < base+3 {
+	if e.Count("committed") < base+3 {
 		t.Fatal("the replacement did not commit 3 transactions within 20s")
 	}
 	if err := zombie.Signal(syscall.SIGCONT); err != nil {
@@ -57,9 +57,7 @@ func TestZombieIsFencedAndExitsWithCode3(t *testing.T) {
 	if code := zombie.Wait(); code != 3 {
 		t.Fatalf("zombie exited with code %d, want 3 (fenced)", code)
 	}
-	e.mu.Lock()
 	logs := e.logs.String()
-	e.mu.Unlock()
 	if !strings.Contains(logs, "fenced") || !strings.Contains(logs, `"zombie-0"`) {
 		t.Fatalf("zombie's output does not name the fence and the transactional.id:\n%s", logs)
 	}

@@ -1,4 +1,5 @@
-// Package gctune gives a process a minimum of garbage-collector headroom.
+// Package gctune gives a process a minimum of garbage-collector headroom,
+// for the workers eosctl run starts.
 //
 // A worker bounds its fetch buffers (pipeline: 256 KiB a partition, 8 MiB a
 // response) so that it stays near 100 MiB whatever the backlog; its live heap

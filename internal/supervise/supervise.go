@@ -1,8 +1,9 @@
-// Package supervise starts, signals and watches eosctl worker processes. The
-// quickstart, the demos and the integration tests use it to run real
-// processes that can be killed with real signals: a worker that dies by
-// SIGKILL gets no chance to clean up, which is exactly the fault exactly-once
-// has to survive.
+// Package supervise starts, signals and watches eosctl worker processes, for
+// the quickstart, the demos, bench and package fleet (the chaos scenarios'
+// and the e2e tests' environment). They use it to run real processes that
+// can be killed with real signals: a worker that dies by SIGKILL gets no
+// chance to clean up, which is exactly the fault exactly-once has to
+// survive.
 package supervise
 
 import (

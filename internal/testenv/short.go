@@ -1,6 +1,8 @@
-// Package testenv holds what the test suites share: the split between the
-// inner loop (`go test -short`, `make test-short`) and the full suite
-// (`make test`, which CI runs).
+// Package testenv holds the testing helpers the test suites share: the
+// split between the inner loop (`go test -short`, `make test-short`) and
+// the full suite (`make test`, which CI runs), and the polls of a condition
+// and of an HTTP endpoint. The environment the e2e tests and the chaos
+// scenarios run workers in is package fleet, which does not import testing.
 package testenv
 
 import "testing"
