@@ -106,7 +106,10 @@ func caughtUp(ctx context.Context, opts []kgo.Opt, w Wait) (bool, error) {
 	// topic it consumed lists records beyond them; one committed by then
 	// shows its records, or a pending transaction, in the topics it
 	// wrote.
-	offs, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+	var offs kadm.OffsetResponses
+	if len(topics) > 0 {
+		offs, err = adm.FetchOffsetsForTopics(ctx, group, topics...)
+	}
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		offs, err = nil, nil // no commit yet: caught up only on empty topics
 	}
@@ -202,6 +205,14 @@ func listErr(l kadm.ListedOffsets, outputs []string) error {
 	return first
 }
 
+// WaitSettled waits, for up to within, until no transaction is open or
+// completing on topics (last stable offset at the high watermark): for a
+// judge about to read what stopped workers wrote, whose last commit's
+// markers may still be on their way. It joins no group.
+func WaitSettled(ctx context.Context, opts []kgo.Opt, within time.Duration, topics ...string) error {
+	return WaitCaughtUp(ctx, opts, Wait{Outputs: topics, Within: within})
+}
+
 // Wait says what WaitCaughtUp waits for.
 type Wait struct {
 	Group  string
@@ -237,8 +248,11 @@ type Wait struct {
 // whose group offsets can show before a partition's commit marker.
 func WaitCaughtUp(ctx context.Context, opts []kgo.Opt, w Wait) error {
 	deadline := time.Now().Add(w.Within)
-	what := fmt.Sprint(w.Topics)
-	if len(w.Outputs) > 0 && !w.OpenTransactions {
+	what := fmt.Sprintf("group %s did not catch up on %v", w.Group, w.Topics)
+	switch {
+	case len(w.Topics) == 0:
+		what = fmt.Sprintf("transactions on %v did not finish", w.Outputs)
+	case len(w.Outputs) > 0 && !w.OpenTransactions:
 		what += fmt.Sprintf(" with no transaction left open on %v", w.Outputs)
 	}
 	for {
@@ -248,9 +262,9 @@ func WaitCaughtUp(ctx context.Context, opts []kgo.Opt, w Wait) error {
 		}
 		if time.Now().After(deadline) {
 			if err != nil {
-				return fmt.Errorf("committed: group %s did not catch up on %s within %s: %w", w.Group, what, w.Within, err)
+				return fmt.Errorf("committed: %s within %s: %w", what, w.Within, err)
 			}
-			return fmt.Errorf("committed: group %s did not catch up on %s within %s", w.Group, what, w.Within)
+			return fmt.Errorf("committed: %s within %s", what, w.Within)
 		}
 		select {
 		case <-ctx.Done():

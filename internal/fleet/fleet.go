@@ -311,10 +311,17 @@ type Judgement struct {
 	TailErr error
 }
 
-// Judge reads v.Output with verify against v.Input and then stops v.Tail,
+// Judge waits up to 10s for the transactions on v.Output to finish, reads
+// v.Output with verify against v.Input and then stops v.Tail,
 // once it has seen as many keys as there were input records or after
 // v.TailWithin. The error is verify's failure to run, not a verdict.
 func (f *Fleet) Judge(ctx context.Context, v Verdict) (Judgement, error) {
+	// The workers' last commit may still have its markers on the way to
+	// the output (Apache Kafka writes each partition's apart, after the
+	// group's offsets): wait for them, briefly. A transaction still open
+	// after that (a hanging one) is judged as it stands: verify reads to
+	// the last stable offset, and reports what is behind it as missing.
+	_ = committed.WaitSettled(ctx, f.Opts, 10*time.Second, v.Output)
 	rep, err := verify.Run(ctx, f.Opts, verify.Config{Input: v.Input, Output: v.Output, Timeout: v.Timeout})
 	if err != nil {
 		return Judgement{}, err
