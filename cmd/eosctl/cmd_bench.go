@@ -115,8 +115,12 @@ extension; repeatable).`,
 			if cfg.Intervals, err = bench.ParseIntervals(intervals); err != nil {
 				return usage(err)
 			}
-			if cfg.Sizes, err = bench.ParseSizes(sizes); err != nil {
-				return usage(err)
+			// Unset, the library's default: 100,1024, or none for the
+			// aggregate topology, whose input has its own records.
+			if cmd.Flags().Changed("sizes") {
+				if cfg.Sizes, err = bench.ParseSizes(sizes); err != nil {
+					return usage(err)
+				}
 			}
 			if cfg.Modes, err = bench.ParseModes(modes); err != nil {
 				return usage(err)
@@ -214,8 +218,8 @@ extension; repeatable).`,
 	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos, kstreams (Kafka Streams; --brokers only)")
 	f.BoolVar(&eosIdemKey, "eos-idempotency-key", true, "run eos with its idempotency-key header (false: without, as eosctl run --idempotency-key=false)")
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
-	f.StringVar(&sizes, "sizes", "100,1024", "record value sizes to sweep, in bytes, comma-separated")
-	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 4,000,000 records for sizes up to 128 bytes, 2,000,000 up to 1 KiB, 2 GB worth above)")
+	f.StringVar(&sizes, "sizes", "", "record value sizes to sweep, in bytes, comma-separated (default 100,1024; none with --topology aggregate, whose input has its own records)")
+	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 4,000,000 records for sizes up to 128 bytes, 2,000,000 up to 1 KiB, 2 GB worth above; with --topology aggregate the regular orders, at most 600,000, default 200,000)")
 	f.Int32Var(&partitions, "partitions", 6, "partitions of the input and output topics")
 	f.IntVar(&workers, "workers", 1, "workers (copiers) per run, each its own process unless --in-process")
 	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in every mode, one after the other")
@@ -278,8 +282,13 @@ func benchLogger(cmd *cobra.Command, g *globals) (*slog.Logger, error) {
 func benchProgress(bars *stretchProgress) func(bench.Progress) {
 	return func(p bench.Progress) {
 		what := fmt.Sprintf("run %d/%d  round %d  %s %s %d B  %s", p.Run, p.Runs, p.Round, p.Mode, p.Interval, p.Size, p.Phase)
-		if p.Phase == "input" {
+		switch {
+		case p.Phase == "input" && p.Size == 0:
+			what = "producing the aggregate input"
+		case p.Phase == "input":
 			what = fmt.Sprintf("producing the %d-byte backlog", p.Size)
+		case p.Size == 0:
+			what = fmt.Sprintf("run %d/%d  round %d  %s %s aggregate  %s", p.Run, p.Runs, p.Round, p.Mode, p.Interval, p.Phase)
 		}
 		bars.set(what, p.Done, p.Total)
 	}
