@@ -92,11 +92,13 @@ func TestAggregateBadConfigurationsNameTheirField(t *testing.T) {
 		setting string
 		want    string
 	}{
-		"baseline":     {func(c *Config) { c.Modes = []Mode{ModeBaseline, ModeEOS} }, "bench.Config.Modes", "stateless copy loop"},
-		"bare":         {func(c *Config) { c.Modes = []Mode{ModeBare, ModeEOS} }, "bench.Config.Modes", "the bare mode is a stateless copy loop"},
-		"sizes":        {func(c *Config) { c.Sizes = []int{100} }, "bench.Config.Sizes", "leave the sizes empty"},
-		"records":      {func(c *Config) { c.Records = verify.AggregateMaxRecords + 1 }, "bench.Config.Records", "at most 600000"},
-		"kstreams etl": {func(c *Config) { c.Topology, c.Modes, c.Brokers = "wordcount", []Mode{ModeEOS, ModeKStreams}, []string{"k:9092"} }, "bench.Config.Modes", "passthrough and aggregate topologies only"},
+		"baseline": {func(c *Config) { c.Modes = []Mode{ModeBaseline, ModeEOS} }, "bench.Config.Modes", "stateless copy loop"},
+		"bare":     {func(c *Config) { c.Modes = []Mode{ModeBare, ModeEOS} }, "bench.Config.Modes", "the bare mode is a stateless copy loop"},
+		"sizes":    {func(c *Config) { c.Sizes = []int{100} }, "bench.Config.Sizes", "leave the sizes empty"},
+		"records":  {func(c *Config) { c.Records = verify.AggregateMaxRecords + 1 }, "bench.Config.Records", "at most 600000"},
+		"kstreams etl": {func(c *Config) {
+			c.Topology, c.Modes, c.Brokers = "wordcount", []Mode{ModeEOS, ModeKStreams}, []string{"k:9092"}
+		}, "bench.Config.Modes", "passthrough and aggregate topologies only"},
 	} {
 		cfg := aggregateConfig()
 		c.mod(&cfg)
