@@ -15,8 +15,9 @@
 //     the peer application of bench/peers/kstreams (embedded in this
 //     package and built with Maven into the cache on first use), one JVM
 //     per worker; only against Config.Brokers (real Apache Kafka) and for
-//     the passthrough topology. Kafka Streams reports no commits, so its
-//     progress is read from the broker (its group's committed offsets,
+//     the passthrough and aggregate topologies. Kafka Streams reports no
+//     commits, so its progress is read from the broker (its group's
+//     committed offsets,
 //     polled every 25 ms): its throughput, end-to-end latency, CPU and peak
 //     RSS are measured as the others', but it has no commit timings, commit
 //     overhead or transaction rate. Not in the default modes.
@@ -24,6 +25,17 @@
 // After each drain the output is read back with read_committed (package
 // verify) and must hold every input record exactly once, in input order per
 // partition; an exactly-once mode that fails the check fails the benchmark.
+//
+// The aggregate topology (Config.Topology "aggregate", modes eos and
+// kstreams only) runs under verify.AggregateConfig, which the bench writes
+// to a file for the eos workers' --config, on verify.AggregateInput; the
+// heartbeats that close the last windows go to a per-run second input once
+// the drain is over, and the judgement is verify.JudgeAggregate (every
+// window's final result and every dead letter exactly once and exactly
+// right). Its drain ends when the group has consumed the backlog and the
+// repartition topic, as read from the broker, and it has no latency phase:
+// its results appear only when windows close, ten minutes of event time
+// after their end. See aggregate.go.
 //
 // Each run has two phases. In the drain phase the copier consumes a backlog
 // of Config.Records records as fast as it can; throughput, commit timings,

@@ -58,7 +58,8 @@ on the same brokers, for --repeat rounds:
             application of bench/peers/kstreams, built with Maven on first
             use into ~/.cache/eos/kstreams-peer, or $EOS_KAFKA_CACHE; needs
             java 17+ and mvn), one JVM per worker (-Xmx512m, one stream
-            thread); real Apache Kafka only (--brokers), passthrough only.
+            thread); real Apache Kafka only (--brokers), passthrough or
+            aggregate.
             Kafka Streams reports no commits: its progress is its group's
             committed offsets, read from the broker every 25 ms, so its
             txn/s, commit timings and overhead show "-"; its throughput,
@@ -96,6 +97,16 @@ figures then cover the whole process. An "auto" interval runs the worker with
 --commit-interval auto (--eos-overhead-budget, --max-commit-interval); the
 other modes commit as often as auto chose to.
 
+--topology aggregate (modes eos and kstreams only, no --sizes) runs the
+aggregate topology under verify.AggregateConfig on verify.AggregateInput:
+--records regular orders (default 200,000, at most 600,000) with late
+records and poison pills. After the drain, heartbeats close every window
+and verify.JudgeAggregate must find every window's result and every dead
+letter exactly once. rec/s counts input records until the group has
+consumed the input and the repartition topic; there is no latency phase
+(a result is written when its window closes, ten minutes of event time
+later), so e2e shows "-".
+
 Output: a progress bar on a terminal, a table at the end, and on request
 --json (every figure, every run, and the parameters: machine, Go version,
 broker kind, RTT), --csv (one row per cell) and --chart (SVG or PNG by
@@ -108,7 +119,9 @@ extension; repeatable).`,
   eosctl bench --brokers kafka-1:9092,kafka-2:9092 --sizes 1024 --intervals 100ms,1s --repeat 5
   # eos beside Kafka Streams on a real Apache Kafka cluster (scripts/kafka start), interleaved;
   # the live records' rate well under Kafka Streams' throughput, or its latency measures a queue:
-  eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000`,
+  eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000
+  # the aggregate (count/sum/min/max/avg per user per 5 s window), both outputs judged window by window:
+  eosctl --brokers 127.0.0.1:9092 bench --topology aggregate --modes eos,kstreams --intervals 100ms --records 500000 --repeat 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
