@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +82,16 @@ func TestAggregateBenchJudgesEveryWindowExactlyOnce(t *testing.T) {
 		}
 		if row == "" || !strings.Contains(row, "1/1") || !strings.Contains(table.String(), "no e2e latency (-)") {
 			t.Errorf("in process %v: the table has no eos aggregate row with a verdict, or no note on latency:\n%s", inProcess, table.String())
+		}
+		// The other outputs take a cell of size 0.
+		dir := t.TempDir()
+		for _, name := range []string{"b.svg", "b.png"} {
+			if err := WriteChart(filepath.Join(dir, name), rep); err != nil {
+				t.Errorf("in process %v: %s: %v", inProcess, name, err)
+			}
+		}
+		if err := WriteCSV(io.Discard, rep); err != nil {
+			t.Errorf("in process %v: csv: %v", inProcess, err)
 		}
 	}
 }
