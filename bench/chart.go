@@ -125,6 +125,9 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 		}
 		col := plotutil.Color(i)
 		label := fmt.Sprintf("%d B", size)
+		if size == 0 {
+			label = "aggregate" // its input has its own records
+		}
 		if err := addLine(rps, eos, col, nil, "eos "+label); err != nil {
 			return nil, nil, err
 		}

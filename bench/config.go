@@ -15,8 +15,9 @@
 //     the peer application of bench/peers/kstreams (embedded in this
 //     package and built with Maven into the cache on first use), one JVM
 //     per worker; only against Config.Brokers (real Apache Kafka) and for
-//     the passthrough topology. Kafka Streams reports no commits, so its
-//     progress is read from the broker (its group's committed offsets,
+//     the passthrough and aggregate topologies. Kafka Streams reports no
+//     commits, so its progress is read from the broker (its group's
+//     committed offsets,
 //     polled every 25 ms): its throughput, end-to-end latency, CPU and peak
 //     RSS are measured as the others', but it has no commit timings, commit
 //     overhead or transaction rate. Not in the default modes.
@@ -24,6 +25,17 @@
 // After each drain the output is read back with read_committed (package
 // verify) and must hold every input record exactly once, in input order per
 // partition; an exactly-once mode that fails the check fails the benchmark.
+//
+// The aggregate topology (Config.Topology "aggregate", modes eos and
+// kstreams only) runs under verify.AggregateConfig, which the bench writes
+// to a file for the eos workers' --config, on verify.AggregateInput; the
+// heartbeats that close the last windows go to a per-run second input once
+// the drain is over, and the judgement is verify.JudgeAggregate (every
+// window's final result and every dead letter exactly once and exactly
+// right). Its drain ends when the group has consumed the backlog and the
+// repartition topic, as read from the broker, and it has no latency phase:
+// its results appear only when windows close, ten minutes of event time
+// after their end. See aggregate.go.
 //
 // Each run has two phases. In the drain phase the copier consumes a backlog
 // of Config.Records records as fast as it can; throughput, commit timings,
@@ -51,6 +63,7 @@ import (
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
+	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -164,16 +177,23 @@ func ParseSizes(s string) ([]int, error) {
 type Config struct {
 	// Modes to run in every cell, in this order; default AllModes. An
 	// auto interval needs eos (the others commit as often as it chose).
-	// ModeKStreams needs Brokers, the passthrough topology, child
-	// processes (not InProcess), and java and mvn on PATH.
+	// ModeKStreams needs Brokers, the passthrough or aggregate topology,
+	// child processes (not InProcess), and java and mvn on PATH. The
+	// aggregate topology runs in ModeEOS and ModeKStreams only.
 	Modes []Mode
 	// Intervals to sweep; default 10ms, 100ms, 1s.
 	Intervals []Interval
-	// Sizes are record value sizes in bytes; default 100 and 1024.
+	// Sizes are record value sizes in bytes; default 100 and 1024. The
+	// aggregate topology takes none: its input is verify.AggregateInput's
+	// JSON orders, and its cells have size 0.
 	Sizes []int
 	// Records is the backlog each run drains, per size; 0 picks a count
 	// that lasts a few seconds at this machine's expected throughput
-	// (DefaultRecords).
+	// (DefaultRecords). For the aggregate topology it is the regular
+	// orders of verify.NewAggregateInput, at most
+	// verify.AggregateMaxRecords, default DefaultAggregateRecords; the
+	// input adds a late record per 1000 and a poison pill per 997, and the
+	// reported records count them too.
 	Records int64
 	// Partitions of the input and output topics; default 6.
 	Partitions int32
@@ -183,6 +203,9 @@ type Config struct {
 	// Repeat is the number of rounds; default 3.
 	Repeat int
 	// Topology is the name of a built-in topology; default passthrough.
+	// The aggregate topology runs under verify.AggregateConfig on
+	// verify.AggregateInput and is judged by verify.JudgeAggregate; see
+	// the package documentation.
 	Topology string
 
 	// Brokers of a real cluster; empty starts an embedded one. With real
@@ -288,9 +311,6 @@ func (c *Config) validate() error {
 	if len(c.Intervals) == 0 {
 		c.Intervals = []Interval{{Fixed: 10 * time.Millisecond}, {Fixed: 100 * time.Millisecond}, {Fixed: time.Second}}
 	}
-	if len(c.Sizes) == 0 {
-		c.Sizes = []int{100, 1024}
-	}
 	if len(c.Modes) == 0 {
 		c.Modes = slices.Clone(AllModes)
 	}
@@ -313,6 +333,17 @@ func (c *Config) validate() error {
 	if c.Topology == "" {
 		c.Topology = "passthrough"
 	}
+	if c.Topology == topologyAggregate {
+		// The input is verify.AggregateInput's JSON orders, whose size is
+		// theirs; the one cell of each interval has size 0.
+		if slices.ContainsFunc(c.Sizes, func(s int) bool { return s != 0 }) {
+			return eos.BadConfig("bench.Config.Sizes", "the aggregate topology's input is verify.AggregateInput's JSON orders (about 50 bytes each), not records of a chosen size: leave the sizes empty, not %v", c.Sizes)
+		}
+		c.Sizes = []int{0}
+	}
+	if len(c.Sizes) == 0 {
+		c.Sizes = []int{100, 1024}
+	}
 	if c.RunTimeout == 0 {
 		c.RunTimeout = 2 * time.Minute
 	}
@@ -330,7 +361,7 @@ func (c *Config) validate() error {
 		seen[iv] = true
 	}
 	for _, s := range c.Sizes {
-		if s <= 0 || s > maxRecordSize {
+		if (s <= 0 && c.Topology != topologyAggregate) || s > maxRecordSize {
 			return eos.BadConfig("bench.Config.Sizes", "record size %d must be between 1 and %d bytes", s, maxRecordSize)
 		}
 	}
@@ -360,6 +391,18 @@ func (c *Config) validate() error {
 	if _, err := topologies.Lookup(c.Topology); err != nil {
 		return eos.BadConfig("bench.Config.Topology", "%w", err)
 	}
+	if c.Topology == topologyAggregate {
+		if c.Records > verify.AggregateMaxRecords {
+			return eos.BadConfig("bench.Config.Records", "the aggregate input holds at most %d regular records (verify.AggregateMaxRecords: more would span its grace period, and regular records could be late), got %d", verify.AggregateMaxRecords, c.Records)
+		}
+		for _, m := range c.Modes {
+			if m != ModeEOS && m != ModeKStreams {
+				// The copy loops keep no state: an aggregate needs
+				// windows that survive a restart and a repartition step.
+				return eos.BadConfig("bench.Config.Modes", "the aggregate topology runs in the eos and kstreams modes only; the %s mode is a stateless copy loop: drop it from the modes", m)
+			}
+		}
+	}
 	if slices.Contains(c.Modes, ModeBare) && c.Topology != "passthrough" {
 		return eos.BadConfig("bench.Config.Modes", "the bare mode only copies (passthrough); drop it from the modes to benchmark %s", c.Topology)
 	}
@@ -369,11 +412,10 @@ func (c *Config) validate() error {
 			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (bench.Config.Brokers), not the embedded broker")
 		case c.InProcess:
 			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams as a JVM child process; with bench.Config.InProcess the other modes' CPU and RSS would be the whole process's, not comparable: drop one of them")
-		case c.Topology != "passthrough":
-			// The bench's inputs are datagen records and its judge a copy
-			// check (verify.Run); an aggregate run needs verify.AggregateInput,
-			// the topology's configuration and verify.JudgeAggregate.
-			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs the passthrough topology only: the bench has no aggregate input or judgement yet, not %s", c.Topology)
+		case c.Topology != "passthrough" && c.Topology != topologyAggregate:
+			// The peer implements these two; any other topology would
+			// need a Kafka Streams twin computing exactly what eos does.
+			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs the passthrough and aggregate topologies only (the Kafka Streams peer has no other), not %s", c.Topology)
 		}
 	}
 	if slices.ContainsFunc(c.Intervals, func(i Interval) bool { return i.Auto }) && !slices.Contains(c.Modes, ModeEOS) {
@@ -402,10 +444,21 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// records returns the backlog of a run with record size size.
+// DefaultAggregateRecords is the number of regular records of the
+// aggregate input when Config.Records is 0: seconds of draining for eos and
+// tens of seconds for Kafka Streams on a 2-core machine, well within
+// verify.AggregateMaxRecords.
+const DefaultAggregateRecords = 200_000
+
+// records returns the backlog of a run with record size size: for the
+// aggregate topology, its regular records (the input adds late records and
+// poison pills; see bencher.records).
 func (c *Config) records(size int) int64 {
-	if c.Records > 0 {
+	switch {
+	case c.Records > 0:
 		return c.Records
+	case c.Topology == topologyAggregate:
+		return DefaultAggregateRecords
 	}
 	return DefaultRecords(size)
 }

@@ -31,6 +31,8 @@ type copyJob struct {
 	output   string
 	workers  int
 	peerJar  string // the kstreams mode's jar
+	config   string // the topology's configuration file, if it takes one
+	dlq      string // the dead-letter topic, for the aggregate topology
 }
 
 // fleet is the running copiers of one run, as goroutines or as child
@@ -75,7 +77,7 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 	ctx, cancel := context.WithCancel(ctx)
 	f := &inProcess{cancel: cancel, cpu0: selfCPU()}
 	for i := range job.workers {
-		t, err := topo.New(topologies.Options{})
+		t, err := topo.New(topologies.Options{Config: job.config})
 		if err != nil {
 			cancel()
 			return nil, err
@@ -93,6 +95,7 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 		case ModeEOS:
 			w, err := pipeline.New(pipeline.Config{
 				App: job.app, Instance: strconv.Itoa(i), Inputs: job.inputs, Output: job.output,
+				Topology: cfg.Topology, DLQ: job.dlq,
 				CommitInterval: job.interval.Fixed, AutoInterval: job.interval.Auto,
 				OverheadBudget: cfg.OverheadBudget, MaxCommitInterval: cfg.MaxCommitInterval,
 				NoIdempotencyKey: cfg.NoIdempotencyKey,
@@ -219,11 +222,11 @@ func copierArgs(cfg *Config, brokers []string, job copyJob, i int) []string {
 	if job.mode == ModeEOS {
 		// supervise.Worker serves no metrics: the baseline has none, and a
 		// fixed port would collide between runs.
-		return supervise.Worker{Topology: cfg.Topology, Brokers: strings.Join(brokers, ","), App: job.app, Instance: i,
+		return supervise.Worker{Topology: cfg.Topology, Config: job.config, Brokers: strings.Join(brokers, ","), App: job.app, Instance: i,
 			Input: strings.Join(job.inputs, ","), Output: job.output, LogLevel: "warn",
 			CommitInterval: job.interval.Fixed, AutoCommitInterval: job.interval.Auto,
 			OverheadBudget: cfg.OverheadBudget, MaxCommitInterval: cfg.MaxCommitInterval,
-			NoIdempotencyKey: cfg.NoIdempotencyKey, Extra: cfg.ChildArgs}.Args()
+			NoIdempotencyKey: cfg.NoIdempotencyKey, Extra: dlqArgs(job, cfg.ChildArgs)}.Args()
 	}
 	common := append([]string{"--brokers", strings.Join(brokers, ","), "--log-level", "warn",
 		"--input", strings.Join(job.inputs, ","), "--output", job.output}, cfg.ChildArgs...)
@@ -235,6 +238,14 @@ func copierArgs(cfg *Config, brokers []string, job copyJob, i int) []string {
 		return append([]string{"bench", "bare", "--group", job.app,
 			"--commit-interval", job.interval.Fixed.String()}, common...)
 	}
+}
+
+// dlqArgs returns extra, with --dlq first if job names a dead-letter topic.
+func dlqArgs(job copyJob, extra []string) []string {
+	if job.dlq == "" {
+		return extra
+	}
+	return append([]string{"--dlq", job.dlq}, extra...)
 }
 
 func (c *child) read(out interface{ Read([]byte) (int, error) }, parse func([]byte)) {

@@ -165,6 +165,11 @@ func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJ
 			"--input", strings.Join(job.inputs, ","), "--output", job.output, "--topology", cfg.Topology,
 			"--commit-interval-ms", strconv.FormatInt(interval.Milliseconds(), 10),
 			"--threads", "1", "--state-dir", filepath.Join(stateDir, strconv.Itoa(i))}
+		if cfg.Topology == topologyAggregate {
+			args = append(args, "--dlq", job.dlq,
+				"--window-ms", strconv.FormatInt(aggregateWindow.Milliseconds(), 10),
+				"--grace-ms", strconv.FormatInt(aggregateGrace.Milliseconds(), 10))
+		}
 		cmd := exec.CommandContext(ctx, "java", args...)
 		parse := func(line []byte) {
 			var l peerLine

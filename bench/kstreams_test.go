@@ -22,7 +22,9 @@ import (
 // same tiny benchmark one after the other on the same input: both outputs
 // verified exactly once, Kafka Streams' throughput, end-to-end latency, CPU
 // and peak RSS measured (not zero), its commit figures absent (0 in the
-// report, "-" in the table), and the peer's jar reused by a second build.
+// report, "-" in the table), and the peer's jar reused by a second build;
+// then both run the aggregate topology on verify.AggregateInput, every
+// window and dead letter of both judged exactly once.
 // On the embedded broker the kstreams mode is a configuration error naming
 // bench.Config.Modes, before anything starts: Kafka Streams is measured on
 // real Apache Kafka only.
@@ -96,6 +98,32 @@ func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
 	}
 	if !strings.Contains(table.String(), "vs kstreams") || strings.Count(ksRow, " - ") < 3 {
 		t.Errorf("the table has no kstreams column, or its kstreams row shows commit figures:\n%s", table.String())
+	}
+
+	// The aggregate: the same two modes on verify.AggregateInput, every
+	// window and dead letter of both judged exactly once, no e2e latency.
+	agg := aggregateConfig()
+	agg.Modes, agg.Brokers, agg.Bin, agg.Records, agg.RunTimeout = cfg.Modes, cfg.Brokers, bin, 20_000, 3*time.Minute
+	arep, err := Run(ctx, agg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(arep.Cells) != 1 || len(arep.Cells[0].Runs) != 2 {
+		t.Fatalf("aggregate: got %+v, want 1 cell with an eos and a kstreams run", arep.Cells)
+	}
+	for _, r := range arep.Cells[0].Runs {
+		if a := r.Aggregate; a == nil || !a.OK() || !r.Verified || a.Windows.Reference == 0 {
+			t.Errorf("aggregate %s run not judged exactly once: %+v (%v)", r.Mode, r, a)
+		}
+		if r.RPS <= 0 || r.CPUSecPerM <= 0 || r.PeakRSSMiB <= 0 || r.E2ESamples != 0 {
+			t.Errorf("aggregate %s run: a drain figure is missing, or it has e2e samples: %+v", r.Mode, r)
+		}
+		if r.Mode == ModeKStreams && (r.CommitP50Ms != 0 || r.CommitP99Ms != 0 || r.OverheadPct != 0) {
+			t.Errorf("aggregate kstreams run has commit figures Kafka Streams never reported: %+v", r)
+		}
+	}
+	if c := arep.Cells[0]; c.KStreamsRPS <= 0 || c.EOSVsKStreams <= 0 {
+		t.Errorf("the aggregate cell lacks the kstreams figures: %+v", c)
 	}
 
 	start := time.Now()

@@ -45,7 +45,7 @@ func WriteTable(w io.Writer, r *Report) error {
 				vsBare = ratioCell(roundRatios(c.Runs, m, ModeBare))
 				vsKS = ratioCell(roundRatios(c.Runs, m, ModeKStreams))
 			}
-			row := fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s\t", c.Interval, c.Size, m, grouped(st.rps), vsBase, vsBare)
+			row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t", c.Interval, sizeLabel(c.Size), m, grouped(st.rps), vsBase, vsBare)
 			if withKS {
 				row += vsKS + "\t"
 			}
@@ -55,8 +55,14 @@ func WriteTable(w io.Writer, r *Report) error {
 			if m == ModeKStreams {
 				commits = "-\t-\t-\t"
 			}
-			fmt.Fprintf(tw, "%s%s%.1f/%.1f/%.1f\t%.2f\t%.0f\t%s\t\n", row, commits,
-				st.e2eP50, st.e2eP99, st.e2eMax, st.cpuPerM, st.rss, st.verified)
+			// An aggregate has no latency phase (see the note below the
+			// table): its e2e latency is unknown, not zero.
+			e2e := fmt.Sprintf("%.1f/%.1f/%.1f", st.e2eP50, st.e2eP99, st.e2eMax)
+			if p.Topology == topologyAggregate {
+				e2e = "-"
+			}
+			fmt.Fprintf(tw, "%s%s%s\t%.2f\t%.0f\t%s\t\n", row, commits,
+				e2e, st.cpuPerM, st.rss, st.verified)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -64,6 +70,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	if withKS {
 		fmt.Fprintln(w, "kstreams: Kafka Streams (exactly_once_v2) as one JVM per worker; its progress is its group's committed offsets read from the broker, so it has no txn/s, commit timings or overhead (-); its CPU counts from when each JVM reached RUNNING")
+	}
+	if p.Topology == topologyAggregate {
+		fmt.Fprintln(w, "aggregate: verify.AggregateInput (orders, late records, poison pills; size -), judged by verify.JudgeAggregate (every window and dead letter exactly once); rec/s counts input records until the group had consumed the input and the repartition topic; no e2e latency (-): a window's result is written when its grace period has passed in event time, so the delay from an order to its result is the input's, not the processor's")
 	}
 	if p.TopicPrefix != "" {
 		fmt.Fprintf(w, "topics and groups %s-* were created on %s for this run and deleted\n", p.TopicPrefix, strings.Join(p.Brokers, ","))
@@ -80,14 +89,14 @@ func WriteTable(w io.Writer, r *Report) error {
 	for _, c := range r.Cells {
 		for _, run := range c.Runs {
 			if run.ShortWindow {
-				short = append(short, fmt.Sprintf("%s/%s/%d", run.Mode, run.Interval, run.Size))
+				short = append(short, fmt.Sprintf("%s/%s/%s", run.Mode, run.Interval, sizeLabel(run.Size)))
 			}
 		}
 	}
 	var queued []string
 	for _, c := range r.Cells {
 		for _, run := range c.Runs {
-			if p.LatencyRate > 0 && run.RPS > 0 && float64(p.LatencyRate) > run.RPS/2 {
+			if p.Topology != topologyAggregate && p.LatencyRate > 0 && run.RPS > 0 && float64(p.LatencyRate) > run.RPS/2 {
 				queued = append(queued, fmt.Sprintf("%s/%s/%d round %d (%s rec/s)", run.Mode, run.Interval, run.Size, run.Round, grouped(run.RPS)))
 			}
 		}
@@ -101,6 +110,15 @@ func WriteTable(w io.Writer, r *Report) error {
 			len(short), strings.Join(short, ", "))
 	}
 	return nil
+}
+
+// sizeLabel is a cell's record size for the table: "-" for the aggregate
+// topology's cells (size 0), whose input has its own records.
+func sizeLabel(size int) string {
+	if size == 0 {
+		return "-"
+	}
+	return strconv.Itoa(size)
 }
 
 // modesOf returns the modes that ran in c, in the order of the run's modes.

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/eosctl/eos/verify"
 )
 
 // Report is everything a benchmark measured, shaped for scripts as
@@ -103,6 +105,10 @@ type RunResult struct {
 	Verified   bool  `json:"verified"`
 	Duplicates int64 `json:"duplicates"`
 	Missing    int64 `json:"missing"`
+	// Aggregate is the aggregate topology's judgement (verify.JudgeAggregate),
+	// nil for the other topologies; Verified is its OK, Duplicates and
+	// Missing its windows' and dead letters' twice and missing counts.
+	Aggregate *verify.AggregateReport `json:"aggregate,omitempty"`
 }
 
 // Cell is one (interval, size) of the sweep: medians over rounds of every

@@ -29,6 +29,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	b := &bencher{cfg: &cfg, started: time.Now()}
+	if cfg.Topology == topologyAggregate {
+		// The eos workers read the topology's configuration from a file,
+		// as `eosctl run aggregate --config` does.
+		dir, err := os.MkdirTemp("", "eosbench-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		if b.aggConfig, err = writeAggregateConfig(dir); err != nil {
+			return nil, err
+		}
+	}
 	if slices.Contains(cfg.Modes, ModeKStreams) {
 		// Before anything is created: a missing tool or a failed build
 		// ends the benchmark at once.
@@ -65,6 +77,12 @@ type bencher struct {
 	runs    []RunResult
 	runNo   int
 	peerJar string // the kstreams mode's jar
+
+	// The aggregate topology's configuration file, input and its mean
+	// record size; see aggregate.go.
+	aggConfig    string
+	aggInput     *verify.AggregateInput
+	aggMeanBytes float64
 }
 
 func (b *bencher) connect(ctx context.Context) error {
@@ -120,6 +138,12 @@ func (b *bencher) close() {
 // drains the same records.
 func (b *bencher) produceInputs(ctx context.Context) error {
 	b.inputs = map[int]string{}
+	if b.cfg.Topology == topologyAggregate {
+		topic := b.prefix + "-in-aggregate"
+		b.topics = append(b.topics, topic)
+		b.inputs[0] = topic
+		return b.produceAggregateInput(ctx, topic)
+	}
 	for _, size := range b.cfg.Sizes {
 		topic := fmt.Sprintf("%s-in-%d", b.prefix, size)
 		n := b.cfg.records(size)
@@ -186,20 +210,32 @@ func (b *bencher) sweep(ctx context.Context) error {
 // cell).
 func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Interval, size int) (RunResult, error) {
 	b.runNo++
-	res := RunResult{Round: round, Mode: mode, Interval: cellIv.String(), Size: size, Records: b.cfg.records(size)}
+	res := RunResult{Round: round, Mode: mode, Interval: cellIv.String(), Size: size, Records: b.records(size)}
 	name := fmt.Sprintf("run %d/%d (round %d, %s, %s, %d bytes)", b.runNo, b.totalRuns(), round, mode, cellIv, size)
 	stem := fmt.Sprintf("%s-%s-%s-%d-r%d", b.prefix, mode, topicSafe(cellIv.String()), size, round)
 	job := copyJob{mode: mode, interval: iv, app: stem, inputs: []string{b.inputs[size], stem + "-live"}, output: stem + "-out", workers: b.cfg.Workers, peerJar: b.peerJar}
+	aggregate := b.aggInput != nil
+	if aggregate {
+		// The second input carries the heartbeats, not live records.
+		job.inputs[1], job.dlq, job.config = stem+"-hb", stem+"-dlq", b.aggConfig
+		name = fmt.Sprintf("run %d/%d (round %d, %s, %s, aggregate)", b.runNo, b.totalRuns(), round, mode, cellIv)
+	}
 	b.groups = append(b.groups, stem)
-	for _, t := range job.inputs[1:] {
+	created := append(slices.Clone(job.inputs[1:]), job.output)
+	if aggregate {
+		created = append(created, job.dlq)
+	}
+	for _, t := range created {
 		if err := b.createTopic(ctx, t); err != nil {
 			return res, err
 		}
 	}
-	if err := b.createTopic(ctx, job.output); err != nil {
-		return res, err
+	if aggregate {
+		// The copiers' internal topics too (repartition, changelogs).
+		defer b.deleteRunTopics(ctx, stem)
+	} else {
+		defer b.deleteTopics(job.output, job.inputs[1])
 	}
-	defer b.deleteTopics(job.output, job.inputs[1])
 
 	progress := func(phase string, total int64, start time.Time) func(int64) {
 		if b.cfg.Progress == nil {
@@ -221,24 +257,43 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 			_, _ = f.stop()
 		}
 	}()
-	if err := log.waitConsumed(ctx, res.Records, b.cfg.RunTimeout, progress("drain", res.Records, time.Now())); err != nil {
-		return res, fmt.Errorf("bench: %s, draining the backlog: %w", name, err)
-	}
-	cpu := f.cpu()
-	drained := time.Now()
-	log.mu.Lock()
-	st := drain(log.commits, res.Records)
-	log.mu.Unlock()
-	if err := b.verify(ctx, &res, job); err != nil {
-		return res, fmt.Errorf("bench: %s: %w", name, err)
-	}
+	var (
+		cpu     time.Duration
+		drained time.Time
+		st      drainStats
+		lat     latencyResult
+	)
+	if aggregate {
+		// No latency phase: see aggregate.go.
+		if drained, err = b.aggregateDrain(ctx, job, log, progress("drain", res.Records, time.Now())); err != nil {
+			return res, fmt.Errorf("bench: %s, draining the backlog: %w", name, err)
+		}
+		cpu = f.cpu()
+		log.mu.Lock()
+		st = aggregateStats(log.commits, res.Records, drained)
+		log.mu.Unlock()
+		if err := b.finishAggregate(ctx, &res, job, log); err != nil {
+			return res, fmt.Errorf("bench: %s: %w", name, err)
+		}
+	} else {
+		if err := log.waitConsumed(ctx, res.Records, b.cfg.RunTimeout, progress("drain", res.Records, time.Now())); err != nil {
+			return res, fmt.Errorf("bench: %s, draining the backlog: %w", name, err)
+		}
+		cpu = f.cpu()
+		drained = time.Now()
+		log.mu.Lock()
+		st = drain(log.commits, res.Records)
+		log.mu.Unlock()
+		if err := b.verify(ctx, &res, job); err != nil {
+			return res, fmt.Errorf("bench: %s: %w", name, err)
+		}
 
-	dur := b.cfg.latencyDuration(cellIv)
-	probe := &latencyProbe{opts: b.opts, mode: mode, input: job.inputs[1], output: job.output, size: size,
-		rate: b.cfg.LatencyRate, duration: dur, firstSeq: res.Records}
-	lat, err := probe.run(ctx, 2*max(iv.Fixed, b.cfg.MaxCommitInterval)+10*time.Second, progress("latency", int64(float64(b.cfg.LatencyRate)*dur.Seconds()), time.Now()))
-	if err != nil {
-		return res, fmt.Errorf("bench: %s: %w", name, err)
+		dur := b.cfg.latencyDuration(cellIv)
+		probe := &latencyProbe{opts: b.opts, mode: mode, input: job.inputs[1], output: job.output, size: size,
+			rate: b.cfg.LatencyRate, duration: dur, firstSeq: res.Records}
+		if lat, err = probe.run(ctx, 2*max(iv.Fixed, b.cfg.MaxCommitInterval)+10*time.Second, progress("latency", int64(float64(b.cfg.LatencyRate)*dur.Seconds()), time.Now())); err != nil {
+			return res, fmt.Errorf("bench: %s: %w", name, err)
+		}
 	}
 	peak, ferr := f.stop()
 	stopped = true
@@ -248,6 +303,9 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 
 	res.RPS, res.WindowS, res.ShortWindow = st.rps, st.window.Seconds(), st.shortWindow
 	res.MBps = st.rps * float64(size) / 1e6
+	if aggregate {
+		res.MBps = st.rps * b.aggMeanBytes / 1e6
+	}
 	res.Commits, res.TxnPerSec = st.commits, st.txnPerSec
 	res.CommitP50Ms, res.CommitP99Ms = ms(st.commitP50), ms(st.commitP99)
 	res.TxnP50Ms, res.TxnP99Ms, res.OpenP50Ms = ms(st.txnP50), ms(st.txnP99), ms(st.openP50)
@@ -362,7 +420,7 @@ func (b *bencher) report() *Report {
 					runs = append(runs, r)
 				}
 			}
-			rep.Cells = append(rep.Cells, cell(iv.String(), size, b.cfg.records(size), runs))
+			rep.Cells = append(rep.Cells, cell(iv.String(), size, b.records(size), runs))
 		}
 	}
 	rep.Auto = autoChecks(rep.Cells, b.cfg.OverheadBudget)
@@ -391,7 +449,7 @@ func (b *bencher) params() Params {
 		p.Intervals = append(p.Intervals, iv.String())
 	}
 	for _, s := range c.Sizes {
-		p.Records = append(p.Records, c.records(s))
+		p.Records = append(p.Records, b.records(s))
 	}
 	if c.InProcess {
 		p.Copiers = "in-process goroutines"

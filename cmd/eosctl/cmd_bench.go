@@ -58,7 +58,8 @@ on the same brokers, for --repeat rounds:
             application of bench/peers/kstreams, built with Maven on first
             use into ~/.cache/eos/kstreams-peer, or $EOS_KAFKA_CACHE; needs
             java 17+ and mvn), one JVM per worker (-Xmx512m, one stream
-            thread); real Apache Kafka only (--brokers), passthrough only.
+            thread); real Apache Kafka only (--brokers), passthrough or
+            aggregate.
             Kafka Streams reports no commits: its progress is its group's
             committed offsets, read from the broker every 25 ms, so its
             txn/s, commit timings and overhead show "-"; its throughput,
@@ -96,6 +97,16 @@ figures then cover the whole process. An "auto" interval runs the worker with
 --commit-interval auto (--eos-overhead-budget, --max-commit-interval); the
 other modes commit as often as auto chose to.
 
+--topology aggregate (modes eos and kstreams only, no --sizes) runs the
+aggregate topology under verify.AggregateConfig on verify.AggregateInput:
+--records regular orders (default 200,000, at most 600,000) with late
+records and poison pills. After the drain, heartbeats close every window
+and verify.JudgeAggregate must find every window's result and every dead
+letter exactly once. rec/s counts input records until the group has
+consumed the input and the repartition topic; there is no latency phase
+(a result is written when its window closes, ten minutes of event time
+later), so e2e shows "-".
+
 Output: a progress bar on a terminal, a table at the end, and on request
 --json (every figure, every run, and the parameters: machine, Go version,
 broker kind, RTT), --csv (one row per cell) and --chart (SVG or PNG by
@@ -108,15 +119,21 @@ extension; repeatable).`,
   eosctl bench --brokers kafka-1:9092,kafka-2:9092 --sizes 1024 --intervals 100ms,1s --repeat 5
   # eos beside Kafka Streams on a real Apache Kafka cluster (scripts/kafka start), interleaved;
   # the live records' rate well under Kafka Streams' throughput, or its latency measures a queue:
-  eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000`,
+  eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000
+  # the aggregate (count/sum/min/max/avg per user per 5 s window), both outputs judged window by window:
+  eosctl --brokers 127.0.0.1:9092 bench --topology aggregate --modes eos,kstreams --intervals 100ms --records 500000 --repeat 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if cfg.Intervals, err = bench.ParseIntervals(intervals); err != nil {
 				return usage(err)
 			}
-			if cfg.Sizes, err = bench.ParseSizes(sizes); err != nil {
-				return usage(err)
+			// Unset, the library's default: 100,1024, or none for the
+			// aggregate topology, whose input has its own records.
+			if cmd.Flags().Changed("sizes") {
+				if cfg.Sizes, err = bench.ParseSizes(sizes); err != nil {
+					return usage(err)
+				}
 			}
 			if cfg.Modes, err = bench.ParseModes(modes); err != nil {
 				return usage(err)
@@ -214,8 +231,8 @@ extension; repeatable).`,
 	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos, kstreams (Kafka Streams; --brokers only)")
 	f.BoolVar(&eosIdemKey, "eos-idempotency-key", true, "run eos with its idempotency-key header (false: without, as eosctl run --idempotency-key=false)")
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
-	f.StringVar(&sizes, "sizes", "100,1024", "record value sizes to sweep, in bytes, comma-separated")
-	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 4,000,000 records for sizes up to 128 bytes, 2,000,000 up to 1 KiB, 2 GB worth above)")
+	f.StringVar(&sizes, "sizes", "", "record value sizes to sweep, in bytes, comma-separated (default 100,1024; none with --topology aggregate, whose input has its own records)")
+	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 4,000,000 records for sizes up to 128 bytes, 2,000,000 up to 1 KiB, 2 GB worth above; with --topology aggregate the regular orders, at most 600,000, default 200,000)")
 	f.Int32Var(&partitions, "partitions", 6, "partitions of the input and output topics")
 	f.IntVar(&workers, "workers", 1, "workers (copiers) per run, each its own process unless --in-process")
 	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in every mode, one after the other")
@@ -278,8 +295,13 @@ func benchLogger(cmd *cobra.Command, g *globals) (*slog.Logger, error) {
 func benchProgress(bars *stretchProgress) func(bench.Progress) {
 	return func(p bench.Progress) {
 		what := fmt.Sprintf("run %d/%d  round %d  %s %s %d B  %s", p.Run, p.Runs, p.Round, p.Mode, p.Interval, p.Size, p.Phase)
-		if p.Phase == "input" {
+		switch {
+		case p.Phase == "input" && p.Size == 0:
+			what = "producing the aggregate input"
+		case p.Phase == "input":
 			what = fmt.Sprintf("producing the %d-byte backlog", p.Size)
+		case p.Size == 0:
+			what = fmt.Sprintf("run %d/%d  round %d  %s %s aggregate  %s", p.Run, p.Runs, p.Round, p.Mode, p.Interval, p.Phase)
 		}
 		bars.set(what, p.Done, p.Total)
 	}

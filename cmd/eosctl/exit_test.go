@@ -100,10 +100,14 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"bench", "--intervals", "10ms,soon"}, `--intervals: interval "soon": want a duration`},
 		{[]string{"bench", "--sizes", "0"}, "--sizes: record size 0 must be between 1 and"},
 		{[]string{"bench", "--modes", "eos,fast"}, `--modes: mode "fast": want baseline, bare, eos or kstreams`},
-		// Kafka Streams runs against real brokers only, as a JVM child, on passthrough.
+		// Kafka Streams runs against real brokers only, as a JVM child, on passthrough or aggregate.
 		{[]string{"bench", "--modes", "eos,kstreams"}, "--modes: the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (--brokers), not the embedded broker"},
 		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--in-process"}, "--modes: the kstreams mode runs Kafka Streams as a JVM child process; with --in-process"},
-		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--topology", "aggregate"}, "--modes: the kstreams mode runs the passthrough topology only: the bench has no aggregate input or judgement yet, not aggregate"},
+		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--topology", "wordcount"}, "--modes: the kstreams mode runs the passthrough and aggregate topologies only (the Kafka Streams peer has no other), not wordcount"},
+		// The aggregate runs in eos and kstreams, on its own input.
+		{[]string{"bench", "--topology", "aggregate"}, "--modes: the aggregate topology runs in the eos and kstreams modes only; the baseline mode is a stateless copy loop"},
+		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--sizes", "100"}, "--sizes: the aggregate topology's input is verify.AggregateInput's JSON orders"},
+		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--records", "600001"}, "--records: the aggregate input holds at most 600000 regular records"},
 		{[]string{"bench", "--topology", "nosuch"}, `--topology: unknown topology "nosuch"`},
 		{[]string{"bench", "--latency-duration", "-1s"}, "--latency-duration: must not be negative, got -1s"},
 		{[]string{"bench", "--run-timeout", "-1s"}, "--run-timeout: must not be negative, got -1s"},

@@ -13,7 +13,11 @@ import (
 // Config.OnEvent, and serves no metrics (--metrics-addr ""), since many run
 // side by side.
 type Worker struct {
-	Topology       string // default "passthrough"
+	Topology string // default "passthrough"
+	// Config is the topology's configuration file (--config), for the
+	// topologies that take one (etl, aggregate); empty passes none, and
+	// such a topology then refuses to start.
+	Config         string
 	Brokers        string
 	App            string
 	Instance       int
@@ -51,6 +55,9 @@ func (w Worker) Args() []string {
 	}
 	args := []string{"run", topology, "--brokers", w.Brokers, "--app", w.App, "--instance", strconv.Itoa(w.Instance),
 		"--input", w.Input, "--output", w.Output, "--events", "-", "--log-level", level, "--metrics-addr", ""}
+	if w.Config != "" {
+		args = append(args, "--config", w.Config)
+	}
 	switch {
 	case w.AutoCommitInterval:
 		args = append(args, "--commit-interval", "auto")
