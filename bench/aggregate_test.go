@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,22 @@ func TestAggregateWindowIsVerifysConfig(t *testing.T) {
 		if !strings.Contains(verify.AggregateConfig, want) {
 			t.Errorf("verify.AggregateConfig lacks %q: the kstreams peer's window flags differ from eos's configuration:\n%s", want, verify.AggregateConfig)
 		}
+	}
+}
+
+// Without modes, an aggregate run is eos alone: the default modes' baseline
+// and bare only copy, and refusing the user's own default would make
+// "eosctl bench --topology aggregate" an error.
+func TestAggregateDefaultModesAreEOS(t *testing.T) {
+	cfg := Config{Topology: "aggregate"}
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("the aggregate with the default modes: %v", err)
+	}
+	if !slices.Equal(cfg.Modes, []Mode{ModeEOS}) {
+		t.Fatalf("default modes of the aggregate: %v, want [eos]", cfg.Modes)
+	}
+	cfg = Config{}
+	if err := cfg.validate(); err != nil || !slices.Equal(cfg.Modes, AllModes) {
+		t.Fatalf("default modes of passthrough: %v (%v), want %v", cfg.Modes, err, AllModes)
 	}
 }

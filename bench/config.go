@@ -175,7 +175,8 @@ func ParseSizes(s string) ([]int, error) {
 // the documented default run except for RTT, which the command line sets to
 // 1ms and the library leaves at 0 (none) unless told.
 type Config struct {
-	// Modes to run in every cell, in this order; default AllModes. An
+	// Modes to run in every cell, in this order; default AllModes for the
+	// passthrough topology and ModeEOS alone for any other. An
 	// auto interval needs eos (the others commit as often as it chose).
 	// ModeKStreams needs Brokers, the passthrough or aggregate topology,
 	// child processes (not InProcess), and java and mvn on PATH. The
@@ -313,6 +314,11 @@ func (c *Config) validate() error {
 	}
 	if len(c.Modes) == 0 {
 		c.Modes = slices.Clone(AllModes)
+		if c.Topology != "" && c.Topology != "passthrough" {
+			// baseline and bare only copy: of the default modes, only
+			// eos runs another topology.
+			c.Modes = []Mode{ModeEOS}
+		}
 	}
 	for i, m := range c.Modes {
 		if !slices.Contains(knownModes, m) || slices.Contains(c.Modes[:i], m) {

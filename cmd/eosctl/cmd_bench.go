@@ -97,8 +97,9 @@ figures then cover the whole process. An "auto" interval runs the worker with
 --commit-interval auto (--eos-overhead-budget, --max-commit-interval); the
 other modes commit as often as auto chose to.
 
---topology aggregate (modes eos and kstreams only, no --sizes) runs the
-aggregate topology under verify.AggregateConfig on verify.AggregateInput:
+--topology aggregate (modes eos and kstreams only, eos alone by default; no
+--sizes) runs the aggregate topology under verify.AggregateConfig on
+verify.AggregateInput:
 --records regular orders (default 200,000, at most 600,000) with late
 records and poison pills. After the drain, heartbeats close every window
 and verify.JudgeAggregate must find every window's result and every dead
@@ -135,8 +136,12 @@ extension; repeatable).`,
 					return usage(err)
 				}
 			}
-			if cfg.Modes, err = bench.ParseModes(modes); err != nil {
-				return usage(err)
+			// Likewise the modes: the library's default depends on the
+			// topology (eos alone for the aggregate).
+			if cmd.Flags().Changed("modes") {
+				if cfg.Modes, err = bench.ParseModes(modes); err != nil {
+					return usage(err)
+				}
 			}
 			cfg.NoIdempotencyKey = !eosIdemKey
 			changed := cmd.Flags().Changed
@@ -228,7 +233,7 @@ extension; repeatable).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos, kstreams (Kafka Streams; --brokers only)")
+	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos, kstreams (Kafka Streams; --brokers only); eos alone by default for --topology aggregate")
 	f.BoolVar(&eosIdemKey, "eos-idempotency-key", true, "run eos with its idempotency-key header (false: without, as eosctl run --idempotency-key=false)")
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
 	f.StringVar(&sizes, "sizes", "", "record value sizes to sweep, in bytes, comma-separated (default 100,1024; none with --topology aggregate, whose input has its own records)")
