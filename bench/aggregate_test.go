@@ -109,9 +109,9 @@ func TestAggregateBadConfigurationsNameTheirField(t *testing.T) {
 		"bare":     {func(c *Config) { c.Modes = []Mode{ModeBare, ModeEOS} }, "bench.Config.Modes", "the bare mode is a stateless copy loop"},
 		"sizes":    {func(c *Config) { c.Sizes = []int{100} }, "bench.Config.Sizes", "leave the sizes empty"},
 		"records":  {func(c *Config) { c.Records = verify.AggregateMaxRecords + 1 }, "bench.Config.Records", "at most 600000"},
-		"kstreams etl": {func(c *Config) {
+		"kstreams wordcount": {func(c *Config) {
 			c.Topology, c.Modes, c.Brokers = "wordcount", []Mode{ModeEOS, ModeKStreams}, []string{"k:9092"}
-		}, "bench.Config.Modes", "passthrough and aggregate topologies only"},
+		}, "bench.Config.Topology", "passthrough and aggregate topologies"},
 	} {
 		cfg := aggregateConfig()
 		c.mod(&cfg)

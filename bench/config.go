@@ -203,7 +203,9 @@ type Config struct {
 	Workers int
 	// Repeat is the number of rounds; default 3.
 	Repeat int
-	// Topology is the name of a built-in topology; default passthrough.
+	// Topology is passthrough (the default; every run judged as a copy) or
+	// aggregate (judged by verify.JudgeAggregate); the other built-in
+	// topologies have no judge here.
 	// The aggregate topology runs under verify.AggregateConfig on
 	// verify.AggregateInput and is judged by verify.JudgeAggregate; see
 	// the package documentation.
@@ -397,6 +399,13 @@ func (c *Config) validate() error {
 	if _, err := topologies.Lookup(c.Topology); err != nil {
 		return eos.BadConfig("bench.Config.Topology", "%w", err)
 	}
+	if c.Topology != "passthrough" && c.Topology != topologyAggregate {
+		// Every run is judged before its figures count: a copy by
+		// verify.Run, an aggregate by verify.JudgeAggregate. etl and
+		// wordcount output is neither, so a run could not be told from a
+		// broken one.
+		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough and aggregate topologies, whose output it can judge exactly once; %s's output has no judge here", c.Topology)
+	}
 	if c.Topology == topologyAggregate {
 		if c.Records > verify.AggregateMaxRecords {
 			return eos.BadConfig("bench.Config.Records", "the aggregate input holds at most %d regular records (verify.AggregateMaxRecords: more would span its grace period, and regular records could be late), got %d", verify.AggregateMaxRecords, c.Records)
@@ -418,10 +427,6 @@ func (c *Config) validate() error {
 			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (bench.Config.Brokers), not the embedded broker")
 		case c.InProcess:
 			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams as a JVM child process; with bench.Config.InProcess the other modes' CPU and RSS would be the whole process's, not comparable: drop one of them")
-		case c.Topology != "passthrough" && c.Topology != topologyAggregate:
-			// The peer implements these two; any other topology would
-			// need a Kafka Streams twin computing exactly what eos does.
-			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs the passthrough and aggregate topologies only (the Kafka Streams peer has no other), not %s", c.Topology)
 		}
 	}
 	if slices.ContainsFunc(c.Intervals, func(i Interval) bool { return i.Auto }) && !slices.Contains(c.Modes, ModeEOS) {

@@ -241,7 +241,7 @@ extension; repeatable).`,
 	f.Int32Var(&partitions, "partitions", 6, "partitions of the input and output topics")
 	f.IntVar(&workers, "workers", 1, "workers (copiers) per run, each its own process unless --in-process")
 	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in every mode, one after the other")
-	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run, one of: "+strings.Join(topologies.Names(), ", "))
+	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run: passthrough (judged as a copy) or aggregate (judged window by window)")
 	f.DurationVar(&rtt, "rtt", time.Millisecond, "round-trip time the embedded broker injects per response (0: loopback)")
 	f.Var(percentFlag{v: &overheadBudget}, "eos-overhead-budget", "for auto intervals: the share of wall time commits may take, in percent (default 3%)")
 	f.DurationVar(&maxCommitInterval, "max-commit-interval", 0, "for auto intervals: the longest interval auto may choose (default 5s)")
