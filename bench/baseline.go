@@ -189,6 +189,7 @@ func (b *baseline) commit(ctx context.Context) error {
 	if err := b.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("baseline: flushing: %w", err)
 	}
+	flushed := time.Since(start)
 	b.mu.Lock()
 	perr := b.prodErr
 	b.mu.Unlock()
@@ -200,7 +201,7 @@ func (b *baseline) commit(ctx context.Context) error {
 	}
 	now := time.Now()
 	b.emit(pipeline.Event{Kind: pipeline.EventCommitted, Records: b.produced, Consumed: b.consumed,
-		Duration: now.Sub(b.began), CommitDuration: now.Sub(start)})
+		Duration: now.Sub(b.began), CommitDuration: now.Sub(start), FlushDuration: flushed})
 	b.began, b.consumed, b.produced = time.Time{}, 0, 0
 	return nil
 }

@@ -89,6 +89,7 @@ type drainStats struct {
 	txnPerSec   float64
 	commitP50   time.Duration // flush + offset commit (+ EndTxn): the stall
 	commitP99   time.Duration
+	flushP50    time.Duration // the flush part of commitP50's commits: waiting for records in flight
 	txnP50      time.Duration // first record (Begin) to commit acknowledged
 	txnP99      time.Duration
 	openP50     time.Duration // txnP50 minus the commit: the interval in force
@@ -145,9 +146,11 @@ func drain(commits []pipeline.Event, backlog int64) drainStats {
 	commitDur := make([]time.Duration, len(full))
 	txnDur := make([]time.Duration, len(full))
 	openDur := make([]time.Duration, len(full))
+	flushDur := make([]time.Duration, len(full))
 	for i, c := range full {
 		stall += c.CommitDuration
 		commitDur[i], txnDur[i], openDur[i] = c.CommitDuration, c.Duration, c.Duration-c.CommitDuration
+		flushDur[i] = c.FlushDuration
 	}
 	if st.window > 0 {
 		st.overhead = stall.Seconds() / st.window.Seconds()
@@ -155,6 +158,7 @@ func drain(commits []pipeline.Event, backlog int64) drainStats {
 	st.commitP50, st.commitP99 = quantile(commitDur, 0.5), quantile(commitDur, 0.99)
 	st.txnP50, st.txnP99 = quantile(txnDur, 0.5), quantile(txnDur, 0.99)
 	st.openP50 = quantile(openDur, 0.5)
+	st.flushP50 = quantile(flushDur, 0.5)
 	return st
 }
 

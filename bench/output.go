@@ -33,7 +33,7 @@ func WriteTable(w io.Writer, r *Report) error {
 	if withKS {
 		head += "vs kstreams (min-max)\t"
 	}
-	fmt.Fprintln(tw, head+"txn/s\tcommit p50/p99 ms\toverhead %\te2e p50/p99/max ms\tCPU s/M\tRSS MiB\tverified\t")
+	fmt.Fprintln(tw, head+"txn/s\tcommit p50/p99 ms\tflush p50 ms\toverhead %\te2e p50/p99/max ms\tCPU s/M\tRSS MiB\tverified\t")
 	for _, c := range r.Cells {
 		for _, m := range modesOf(c, p.Modes) {
 			st := modeStats(c.Runs, m)
@@ -51,9 +51,9 @@ func WriteTable(w io.Writer, r *Report) error {
 			}
 			// Kafka Streams reports no commits: its transaction rate,
 			// commit timings and overhead are unknown, not zero.
-			commits := fmt.Sprintf("%.1f\t%.1f/%.1f\t%.1f\t", st.txnPerSec, st.commitP50, st.commitP99, st.overhead)
+			commits := fmt.Sprintf("%.1f\t%.1f/%.1f\t%.1f\t%.1f\t", st.txnPerSec, st.commitP50, st.commitP99, st.flushP50, st.overhead)
 			if m == ModeKStreams {
-				commits = "-\t-\t-\t"
+				commits = "-\t-\t-\t-\t"
 			}
 			// An aggregate has no latency phase (see the note below the
 			// table): its e2e latency is unknown, not zero.
@@ -137,9 +137,9 @@ func modesOf(c Cell, order []Mode) []Mode {
 
 // tableRow is one mode of one cell: medians over its rounds.
 type tableRow struct {
-	rps, txnPerSec, commitP50, commitP99, overhead float64
-	e2eP50, e2eP99, e2eMax, cpuPerM, rss           float64
-	verified                                       string
+	rps, txnPerSec, commitP50, commitP99, flushP50, overhead float64
+	e2eP50, e2eP99, e2eMax, cpuPerM, rss                     float64
+	verified                                                 string
 }
 
 func modeStats(runs []RunResult, m Mode) tableRow {
@@ -167,6 +167,7 @@ func modeStats(runs []RunResult, m Mode) tableRow {
 		txnPerSec: med(func(r RunResult) float64 { return r.TxnPerSec }),
 		commitP50: med(func(r RunResult) float64 { return r.CommitP50Ms }),
 		commitP99: med(func(r RunResult) float64 { return r.CommitP99Ms }),
+		flushP50:  med(func(r RunResult) float64 { return r.FlushP50Ms }),
 		overhead:  med(func(r RunResult) float64 { return r.OverheadPct }),
 		e2eP50:    med(func(r RunResult) float64 { return r.E2EP50Ms }),
 		e2eP99:    med(func(r RunResult) float64 { return r.E2EP99Ms }),

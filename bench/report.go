@@ -76,6 +76,9 @@ type RunResult struct {
 	TxnPerSec   float64 `json:"txn_per_s"`
 	CommitP50Ms float64 `json:"commit_p50_ms"`
 	CommitP99Ms float64 `json:"commit_p99_ms"`
+	// FlushP50Ms is the median wait for the records in flight at a commit,
+	// part of the commit; the rest is the offset commit (and EndTxn).
+	FlushP50Ms  float64 `json:"commit_flush_p50_ms"`
 	TxnP50Ms    float64 `json:"txn_p50_ms"`
 	TxnP99Ms    float64 `json:"txn_p99_ms"`
 	OpenP50Ms   float64 `json:"open_p50_ms"`

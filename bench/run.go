@@ -307,7 +307,7 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 		res.MBps = st.rps * b.aggMeanBytes / 1e6
 	}
 	res.Commits, res.TxnPerSec = st.commits, st.txnPerSec
-	res.CommitP50Ms, res.CommitP99Ms = ms(st.commitP50), ms(st.commitP99)
+	res.CommitP50Ms, res.CommitP99Ms, res.FlushP50Ms = ms(st.commitP50), ms(st.commitP99), ms(st.flushP50)
 	res.TxnP50Ms, res.TxnP99Ms, res.OpenP50Ms = ms(st.txnP50), ms(st.txnP99), ms(st.openP50)
 	res.OverheadPct = st.overhead * 100
 	res.E2ESamples = len(lat.samples)
