@@ -44,6 +44,7 @@ var settingFlags = map[string]string{
 	"bench.Config.LatencyRate":           "--latency-rate",
 	"bench.Config.LatencyDuration":       "--latency-duration",
 	"bench.Config.RunTimeout":            "--run-timeout",
+	"bench.Config.StartTimeout":          "--timeout",
 	"bench.Config.JSONPath":              "--json",
 	"bench.Config.CSVPath":               "--csv",
 	"bench.Config.ChartPaths":            "--chart",
