@@ -266,6 +266,10 @@ type Config struct {
 
 	// RunTimeout bounds each phase of a run; default 2 minutes.
 	RunTimeout time.Duration
+	// StartTimeout bounds the first connection to Brokers (or the
+	// embedded broker): brokers that do not answer within it fail the
+	// benchmark with an error naming the likely cause; default 10s.
+	StartTimeout time.Duration
 
 	Logger *slog.Logger
 	// Progress, if set, is called from one goroutine about ten times a
@@ -355,6 +359,9 @@ func (c *Config) validate() error {
 	if c.RunTimeout == 0 {
 		c.RunTimeout = 2 * time.Minute
 	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 10 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -395,6 +402,8 @@ func (c *Config) validate() error {
 		return eos.BadConfig("bench.Config.LatencyDuration", "must not be negative, got %s", c.LatencyDuration)
 	case c.RunTimeout < 0:
 		return eos.BadConfig("bench.Config.RunTimeout", "must not be negative, got %s", c.RunTimeout)
+	case c.StartTimeout < 0:
+		return eos.BadConfig("bench.Config.StartTimeout", "must not be negative, got %s", c.StartTimeout)
 	}
 	if _, err := topologies.Lookup(c.Topology); err != nil {
 		return eos.BadConfig("bench.Config.Topology", "%w", err)

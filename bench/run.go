@@ -95,7 +95,7 @@ func (b *bencher) connect(ctx context.Context) error {
 		b.broker, b.brokers = br, br.Addrs()
 	}
 	b.opts = append([]kgo.Opt{kgo.SeedBrokers(b.brokers...)}, b.cfg.ClientOpts...)
-	adm, err := admin.Connect(ctx, 10*time.Second, b.opts...)
+	adm, err := admin.Connect(ctx, b.cfg.StartTimeout, b.opts...)
 	if err != nil {
 		b.close()
 		return err

@@ -191,8 +191,19 @@ func New(cfg Config, t Transform) (*Worker, error) {
 		}
 		seen[tp] = tp
 	}
-	if cfg.CommitInterval < 0 || cfg.MaxTxnRecords < 0 || cfg.SessionTimeout < 0 || cfg.TransactionTimeout < 0 || cfg.InputWait < 0 {
-		return nil, eos.BadConfig("", "durations and pipeline.Config.MaxTxnRecords must not be negative")
+	if cfg.MaxTxnRecords < 0 {
+		return nil, eos.BadConfig("pipeline.Config.MaxTxnRecords", "must not be negative, got %d", cfg.MaxTxnRecords)
+	}
+	for _, d := range []struct {
+		setting string
+		v       time.Duration
+	}{
+		{"CommitInterval", cfg.CommitInterval}, {"SessionTimeout", cfg.SessionTimeout},
+		{"TransactionTimeout", cfg.TransactionTimeout}, {"InputWait", cfg.InputWait},
+	} {
+		if d.v < 0 {
+			return nil, eos.BadConfig("pipeline.Config."+d.setting, "must not be negative, got %s", d.v)
+		}
 	}
 	if err := validateAuto(&cfg); err != nil {
 		return nil, err

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/sink"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -53,6 +54,11 @@ type Config struct {
 	Mapping *sink.Mapping
 	// ClientOpts reach the Kafka cluster.
 	ClientOpts []kgo.Opt
+	// StartTimeout bounds the first connection to Kafka: brokers that do
+	// not answer within it fail the run with an error naming the likely
+	// cause (nothing listening, not a Kafka port, TLS or SASL on one side
+	// only); default 10s.
+	StartTimeout time.Duration
 	// Name keys the stored watermark and the report; default
 	// TABLE/TOPIC.
 	Name string
@@ -128,6 +134,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Mapping.Mode == sink.ModeTransition {
 		return nil, eos.BadConfig("reconcile.Config", "Mapping: mode transition tables are reconciled by status, which this does not do")
 	}
+	if cfg.StartTimeout < 0 {
+		return nil, eos.BadConfig("reconcile.Config", "StartTimeout must not be negative, got %s", cfg.StartTimeout)
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 10 * time.Second
+	}
 	if cfg.Name == "" {
 		cfg.Name = cfg.Mapping.Table + "/" + cfg.Topic
 	}
@@ -157,6 +169,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cl, err := kgo.NewClient(cfg.ClientOpts...)
 	if err != nil {
 		return nil, eos.BadConfig("reconcile.Config", "kafka client: %w", err)
+	}
+	// Without this, brokers that never answer surfaced 40s later as the
+	// snapshot's raw "read tcp ...: i/o timeout".
+	if err := admin.Ping(ctx, cl, cfg.StartTimeout); err != nil {
+		cl.Close()
+		return nil, err
 	}
 	snap, err := verify.Snapshot(ctx, kadm.NewClient(cl), cfg.Topic)
 	cl.Close()

@@ -70,6 +70,11 @@ type Config struct {
 	Replay bool
 	// SessionTimeout is the consumer group session timeout; default 10s.
 	SessionTimeout time.Duration
+	// StartTimeout bounds New's first connection to Kafka: brokers that do
+	// not answer within it fail New with an error naming the likely cause
+	// (nothing listening, not a Kafka port, TLS or SASL on one side only);
+	// default 10s.
+	StartTimeout time.Duration
 	// Retry bounds the retries of retriable database errors.
 	Retry Retry
 	// CommitDelay waits this long between writing a batch and committing
@@ -127,6 +132,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
+	}
+	if c.StartTimeout < 0 {
+		return eos.BadConfig("sink.Config", "StartTimeout must not be negative, got %s", c.StartTimeout)
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 10 * time.Second
 	}
 	if c.Retry.Attempts <= 0 {
 		c.Retry.Attempts = 10

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -73,6 +74,12 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if s.cl, err = kgo.NewClient(opts...); err != nil {
 		db.Close()
 		return nil, eos.BadConfig("sink.Config", "kafka client: %w", err)
+	}
+	// Without this, brokers that never answer surfaced 30s later as the
+	// dead-letter topic's "context deadline exceeded".
+	if err := admin.Ping(ctx, s.cl, cfg.StartTimeout); err != nil {
+		s.Close()
+		return nil, err
 	}
 	if err := s.ensureDLQ(ctx); err != nil {
 		s.Close()

@@ -101,7 +101,9 @@ func (d *doc) fields(n *yaml.Node, prefix string, known []string) ([]field, erro
 		path := join(prefix, k.Value)
 		if known != nil && !slices.Contains(known, k.Value) {
 			hint := ""
-			if s := closest(k.Value, known); s != "" {
+			if other := topologyWithKey(prefix, k.Value); other != "" {
+				hint = fmt.Sprintf("a key of the %s topology: is this file for %s? ", other, other)
+			} else if s := closest(k.Value, known); s != "" {
 				hint = fmt.Sprintf("did you mean %q? ", s)
 			}
 			return nil, d.errAt(k, path, "unknown key (%sknown: %s)", hint, strings.Join(known, ", "))
@@ -113,6 +115,25 @@ func (d *doc) fields(n *yaml.Node, prefix string, known []string) ([]field, erro
 		out = append(out, field{key: path, name: k.Value, value: v, line: k})
 	}
 	return out, nil
+}
+
+// topologyWithKey names the topology whose configuration has the
+// top-level key name, for a file without a "topology:" key that configures
+// another topology than the one it was given to ("filter" in an aggregate
+// file is etl's); "" for nested keys and keys no topology has.
+func topologyWithKey(prefix, name string) string {
+	if prefix != "" {
+		return ""
+	}
+	for _, t := range []struct {
+		name string
+		keys []string
+	}{{"etl", etlKeys}, {"aggregate", aggregateKeys}} {
+		if slices.Contains(t.keys, name) {
+			return t.name
+		}
+	}
+	return ""
 }
 
 func join(prefix, name string) string {

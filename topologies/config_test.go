@@ -36,6 +36,8 @@ func TestBadConfigsGiveFileLineAndReason(t *testing.T) {
 		{"bad output topic", "etl", "outputs:\n  big: 'a topic'\n", `2: outputs.big: topic "a topic" has the character ' ' at byte 1`},
 		{"wrong topology", "etl", "topology: aggregate\n", `1: topology: this file configures the aggregate topology, not etl`},
 		{"another topology's keys", "aggregate", "topology: etl\nfilter: amount > 1\n", `1: topology: this file configures the etl topology, not aggregate`},
+		{"another topology's keys without a topology key", "aggregate", "filter: amount > 1\n", `1: filter: unknown key (a key of the etl topology: is this file for etl? known: topology, group_by,`},
+		{"aggregate keys in an etl file", "etl", "map: {a: b}\ngroup_by: user\n", `2: group_by: unknown key (a key of the aggregate topology: is this file for aggregate? known: topology, filter,`},
 		{"not yaml", "etl", "filter: [unclosed\n", `not valid YAML`},
 		{"empty", "etl", "", `1: the file is empty`},
 		{"list at top", "etl", "- a\n", `1: the top level must be a mapping`},

@@ -164,6 +164,7 @@ extension; repeatable).`,
 			}
 			cfg.Records, cfg.Partitions, cfg.Workers, cfg.Repeat = records, partitions, workers, repeat
 			cfg.LatencyRate, cfg.LatencyDuration, cfg.RunTimeout = latencyRate, latencyDuration, runTimeout
+			cfg.StartTimeout = g.timeout
 			cfg.OverheadBudget, cfg.MaxCommitInterval, cfg.InProcess = overheadBudget, maxCommitInterval, inProcess
 			if !changed("records") {
 				cfg.Records = 0 // sized per record size

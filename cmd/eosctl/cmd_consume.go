@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -124,6 +125,11 @@ func readTopic(ctx context.Context, c *adminConn, topic string, waitFor int) ([]
 			// one that finished.
 			if seen < 0 && lastErr != nil {
 				return nil, fmt.Errorf("waiting for %d records on %s: %w", waitFor, topic, lastErr)
+			}
+			if errors.Is(ctx.Err(), context.Canceled) {
+				// SIGINT, not the timeout: the line says how far it
+				// got, the wrapped error gives exit code 130.
+				return nil, flagError{msg: fmt.Sprintf("waiting for %d records on %s: interrupted with %d there", waitFor, topic, max(seen, 0)), err: ctx.Err()}
 			}
 			return nil, fmt.Errorf("waiting for %d records on %s: %d after --read-timeout: %w", waitFor, topic, max(seen, 0), ctx.Err())
 		case <-time.After(500 * time.Millisecond):

@@ -78,6 +78,7 @@ run failed; 2 bad input; 4 authorization failure.`,
 			if cfg.ClientOpts, err = g.clientOpts(); err != nil {
 				return err
 			}
+			cfg.StartTimeout = g.timeout
 			if watch < 0 {
 				return usage(fmt.Errorf("--watch must not be negative, got %s", watch))
 			}

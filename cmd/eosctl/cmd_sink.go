@@ -86,6 +86,7 @@ or Kafka refused the credentials or privileges.`,
 			if cfg.ClientOpts, err = g.clientOpts(); err != nil {
 				return err
 			}
+			cfg.StartTimeout = g.timeout
 			onEvent, closeEvents, err := eventsFlag(events)
 			if err != nil {
 				return err

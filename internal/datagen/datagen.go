@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -62,17 +63,17 @@ type Result struct {
 // Validate reports the first problem with c, before anything is written.
 func (c Config) Validate() error {
 	if err := fencing.ValidateName("topic", c.Topic); err != nil {
-		return fmt.Errorf("datagen: %w", err)
+		return eos.BadConfig("datagen.Config.Topic", "%w", err)
 	}
 	switch {
 	case c.Count <= 0:
-		return fmt.Errorf("datagen: count must be positive, got %d", c.Count)
+		return eos.BadConfig("datagen.Config.Count", "must be positive, got %d", c.Count)
 	case c.Size < 0:
-		return fmt.Errorf("datagen: size must not be negative, got %d", c.Size)
+		return eos.BadConfig("datagen.Config.Size", "must not be negative, got %d", c.Size)
 	case c.Partitions <= 0:
-		return fmt.Errorf("datagen: partitions must be positive, got %d", c.Partitions)
+		return eos.BadConfig("datagen.Config.Partitions", "must be positive, got %d", c.Partitions)
 	case c.Rate < 0:
-		return fmt.Errorf("datagen: rate must not be negative, got %d", c.Rate)
+		return eos.BadConfig("datagen.Config.Rate", "must not be negative, got %d", c.Rate)
 	}
 	return nil
 }

@@ -3,12 +3,14 @@ package datagen
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -192,18 +194,18 @@ func TestConfigErrors(t *testing.T) {
 		{"bad topic", func(c *Config) { c.Topic = "a/b" }, `character '/'`},
 		{"dot topic", func(c *Config) { c.Topic = ".." }, "not allowed"},
 		{"long topic", func(c *Config) { c.Topic = strings.Repeat("a", 250) }, "more than Kafka's limit of 249"},
-		{"zero count", func(c *Config) { c.Count = 0 }, "count must be positive"},
-		{"negative size", func(c *Config) { c.Size = -1 }, "size must not be negative"},
-		{"zero partitions", func(c *Config) { c.Partitions = 0 }, "partitions must be positive"},
-		{"negative rate", func(c *Config) { c.Rate = -5 }, "rate must not be negative"},
+		{"zero count", func(c *Config) { c.Count = 0 }, "datagen.Config.Count: must be positive"},
+		{"negative size", func(c *Config) { c.Size = -1 }, "datagen.Config.Size: must not be negative"},
+		{"zero partitions", func(c *Config) { c.Partitions = 0 }, "datagen.Config.Partitions: must be positive"},
+		{"negative rate", func(c *Config) { c.Rate = -5 }, "datagen.Config.Rate: must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ok
 			tc.mod(&cfg)
 			// A nil client proves nothing is attempted before validation.
 			_, err := Produce(t.Context(), nil, cfg)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want error containing %q", err, tc.want)
+			if !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want a configuration error containing %q", err, tc.want)
 			}
 		})
 	}

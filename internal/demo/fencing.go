@@ -78,16 +78,20 @@ type Report struct {
 }
 
 // Fencing runs one scenario of the fencing demo.
-func Fencing(ctx context.Context, cfg Config) (*Report, error) {
+func Fencing(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
 	r := &run{cfg: cfg, start: time.Now(), rep: &Report{Scenario: cfg.Scenario}}
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = r.interrupted(ctx.Err())
+		}
+	}()
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
 	defer r.close()
-	var err error
 	switch cfg.Scenario {
 	case ScenarioRestart:
 		err = r.restart(ctx)
@@ -238,8 +242,18 @@ func (r *run) startWorker(ctx context.Context, actor string, stderr io.Writer) (
 	return p, nil
 }
 
-// waitEvent waits for the n-th event of kind from actor.
-func (r *run) waitEvent(actor string, kind pipeline.EventKind, n int, within time.Duration) (pipeline.Event, error) {
+// interrupted is the error of a run that ctx stopped (SIGINT): what is
+// left of it, wrapping the context's error.
+func (r *run) interrupted(err error) error {
+	left := "the embedded broker and its data are gone"
+	if r.b == nil && r.rep.Input != "" {
+		left = fmt.Sprintf("its topics %s and %s stay on %s", r.rep.Input, r.rep.Output, r.brokers)
+	}
+	return fmt.Errorf("fencing demo interrupted; its workers are stopped and %s: %w", left, err)
+}
+
+// waitEvent waits for the n-th event of kind from actor, or until ctx ends.
+func (r *run) waitEvent(ctx context.Context, actor string, kind pipeline.EventKind, n int, within time.Duration) (pipeline.Event, error) {
 	deadline := time.Now().Add(within)
 	for {
 		r.mu.Lock()
@@ -256,7 +270,11 @@ func (r *run) waitEvent(actor string, kind pipeline.EventKind, n int, within tim
 		if time.Now().After(deadline) {
 			return pipeline.Event{}, fmt.Errorf("%s: no %s event #%d within %s", actor, kind, n, within)
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return pipeline.Event{}, fmt.Errorf("%s: waiting for %s event #%d: %w", actor, kind, n, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
@@ -266,7 +284,7 @@ func (r *run) openTxn(ctx context.Context, within time.Duration) (kadm.Described
 	adm := kadm.NewClient(r.cl)
 	id := r.app + "-0"
 	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && ctx.Err() == nil {
 		d, err := adm.DescribeTransactions(ctx, id)
 		if t, ok := d[id]; err == nil && ok && t.Err == nil && t.State == "Ongoing" && len(t.Topics) > 0 {
 			return t, true
@@ -282,7 +300,7 @@ func (r *run) zombie(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ev, err := r.waitEvent("A", pipeline.EventStarted, 1, 15*time.Second)
+	ev, err := r.waitEvent(ctx, "A", pipeline.EventStarted, 1, 15*time.Second)
 	if err != nil {
 		return err
 	}
@@ -291,7 +309,7 @@ func (r *run) zombie(ctx context.Context) error {
 		idKind = "group.instance.id; idempotent producer, no transactional.id"
 	}
 	r.step("A", ev.ProducerID, ev.Epoch, "started as instance 0 (%s %s-0); InitProducerId", idKind, r.app)
-	ev, err = r.waitEvent("A", pipeline.EventCommitted, 1, 15*time.Second)
+	ev, err = r.waitEvent(ctx, "A", pipeline.EventCommitted, 1, 15*time.Second)
 	if err != nil {
 		return err
 	}
@@ -324,7 +342,7 @@ func (r *run) zombie(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ev, err = r.waitEvent("B", pipeline.EventStarted, 1, 30*time.Second)
+	ev, err = r.waitEvent(ctx, "B", pipeline.EventStarted, 1, 30*time.Second)
 	if err != nil {
 		return err
 	}
@@ -333,7 +351,7 @@ func (r *run) zombie(ctx context.Context) error {
 	} else {
 		r.step("B", ev.ProducerID, ev.Epoch, "started as instance 0: InitProducerId bumped the epoch; the coordinator aborted A's open transaction")
 	}
-	ev, err = r.waitEvent("B", pipeline.EventCommitted, 1, 30*time.Second)
+	ev, err = r.waitEvent(ctx, "B", pipeline.EventCommitted, 1, 30*time.Second)
 	if err != nil {
 		return err
 	}
@@ -345,6 +363,8 @@ func (r *run) zombie(ctx context.Context) error {
 	r.step("demo", 0, 0, "SIGCONT A: the zombie wakes up and carries on")
 	select {
 	case <-a.Done():
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for A to exit after SIGCONT: %w", ctx.Err())
 	case <-time.After(20 * time.Second):
 		a.Kill()
 		r.step("demo", 0, 0, "A still running 20s after SIGCONT: SIGKILL")
@@ -359,12 +379,12 @@ func (r *run) restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ev, err := r.waitEvent("A", pipeline.EventStarted, 1, 15*time.Second)
+	ev, err := r.waitEvent(ctx, "A", pipeline.EventStarted, 1, 15*time.Second)
 	if err != nil {
 		return err
 	}
 	r.step("A", ev.ProducerID, ev.Epoch, "started as instance 0 (transactional.id %s-0)", r.app)
-	if _, err := r.waitEvent("A", pipeline.EventCommitted, 1, 15*time.Second); err != nil {
+	if _, err := r.waitEvent(ctx, "A", pipeline.EventCommitted, 1, 15*time.Second); err != nil {
 		return err
 	}
 	t, ok := r.openTxn(ctx, 5*time.Second)
@@ -379,7 +399,7 @@ func (r *run) restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ev, err = r.waitEvent("A'", pipeline.EventStarted, 1, 30*time.Second)
+	ev, err = r.waitEvent(ctx, "A'", pipeline.EventStarted, 1, 30*time.Second)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,8 @@ import (
 // consume --wait-for waits for a topic that does not exist yet and for
 // records that are not written yet, and when its --read-timeout ends first
 // it says in one line how far it got: the docs' examples read a worker's
-// output with it right after starting the worker.
+// output with it right after starting the worker. Interrupted, it exits 130
+// and says so, not that its --read-timeout ended.
 func TestConsumeWaitForWaitsForTheTopicAndItsRecords(t *testing.T) {
 	e := newEnv(t, broker.Config{})
 	produced := make(chan error, 1)
@@ -31,6 +33,16 @@ func TestConsumeWaitForWaitsForTheTopicAndItsRecords(t *testing.T) {
 	code, _, errs = e.cli("consume", "--topic", "later", "--wait-for", "5", "--read-timeout", "3s")
 	if code != 1 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "eosctl: waiting for 5 records on later: 3 after --read-timeout") {
 		t.Errorf("consume --wait-for 5 on 3 records: exit %d, stderr %q; want 1 and one line saying 3", code, errs)
+	}
+	interrupted := exec.Command(eosctl, "consume", "--brokers", e.b.Addrs()[0], "--topic", "later", "--wait-for", "5")
+	var ierr syncBuffer
+	interrupted.Stderr = &ierr
+	if err := interrupted.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // a read or two of the 3 records
+	if code, last := interrupt(t, interrupted, &ierr); code != 130 || last != "eosctl: waiting for 5 records on later: interrupted with 3 there" {
+		t.Errorf("consume --wait-for 5 on 3 records, interrupted: exit %d, stderr %q; want 130 and one line saying it was interrupted with 3 there", code, ierr.String())
 	}
 	code, _, errs = e.cli("consume", "--topic", "never", "--wait-for", "1", "--read-timeout", "1s")
 	if code != 2 || !strings.Contains(errs, `topic "never": topic does not exist`) {

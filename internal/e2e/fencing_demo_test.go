@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eosctl/eos/internal/demo"
 )
@@ -79,5 +80,31 @@ func TestFencingDemoRestartResumesExactlyOnce(t *testing.T) {
 	}
 	if rep.LogRecords <= rep.Verify.OutputRecords {
 		t.Fatalf("no aborted records in the log: the kill did not land mid-transaction")
+	}
+}
+
+// SIGINT stops the fencing demo at once, whatever it was waiting for, with
+// the documented code 130 and a line saying it was interrupted and what is
+// left: it waited out its 15s event deadlines and exited 1 with "A: no
+// committed event #1 within 15s", or blamed the input producer with
+// produce's advice to rerun.
+func TestFencingDemoInterruptedSaysSo(t *testing.T) {
+	cmd := exec.Command(eosctl, "demo", "fencing", "--scenario", "zombie")
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(stdout.String(), "A ") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	began := time.Now()
+	code, last := interrupt(t, cmd, &stderr)
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("the demo took %s to stop after SIGINT", took)
+	}
+	if code != 130 || !strings.HasPrefix(last, "eosctl: fencing demo interrupted; ") || strings.Contains(last, "writing again") {
+		t.Fatalf("demo fencing after SIGINT: exit %d, stdout %q, stderr %q; want exit 130 and one line saying it was interrupted", code, stdout.String(), stderr.String())
 	}
 }

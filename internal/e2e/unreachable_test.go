@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/testenv"
+	"github.com/eosctl/eos/sink"
 )
 
 // silentListener returns the address of a "broker" that accepts
@@ -37,20 +41,47 @@ func silentListener(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// Every command fails within the default --timeout (10s) when the brokers
-// do not answer, with one line that names the likely cause: a port that is
-// not Kafka's, nothing listening, TLS on one side only, SASL on one side
-// only.
+// sqliteSink returns an SQLite DSN with a table and the mapping file of a
+// sink into it, for the commands that reach the database before Kafka.
+func sqliteSink(t *testing.T) (dsn, mapping string) {
+	t.Helper()
+	dir := t.TempDir()
+	dsn = "sqlite:" + filepath.Join(dir, "sink.db")
+	db, err := sink.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(context.Background(), "CREATE TABLE payments (k TEXT PRIMARY KEY, user_id TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	mapping = filepath.Join(dir, "payments.yaml")
+	if err := os.WriteFile(mapping, []byte("table: payments\nkey_column: k\ncolumns:\n  user_id: user\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, mapping
+}
+
+// Every command fails within the default --timeout (10s), or the one given,
+// when the brokers do not answer, with one line that names the likely
+// cause: a port that is not Kafka's, nothing listening, TLS on one side
+// only, SASL on one side only.
 func TestUnreachableBrokersFailWithinTheDefaultTimeoutNamingTheCause(t *testing.T) {
 	testenv.Long(t)
 	e := newEnv(t, broker.Config{})
 	silent, kafka, refused := silentListener(t), e.b.Addrs()[0], freeAddr(t)
+	dsn, mapping := sqliteSink(t)
 	for _, tc := range []struct {
 		name string
 		args []string
 		env  string
 		has  string
 	}{
+		// sink and reconcile reach the database first, then Kafka.
+		{"sink silent", []string{"--brokers", silent, "sink", "--to", dsn, "--mapping", mapping, "--group", "g", "--input", "x"}, "", "no answer within 10s: " + silent + " accepts connections but does not answer a Kafka request"},
+		{"reconcile silent", []string{"--brokers", silent, "reconcile", "--to", dsn, "--mapping", mapping, "--input", "x"}, "", "no answer within 10s: " + silent + " accepts connections but does not answer a Kafka request"},
+		{"sink tls against plaintext", []string{"--brokers", kafka, "--tls", "--timeout", "3s", "sink", "--to", dsn, "--mapping", mapping, "--group", "g", "--input", "x"}, "", "no answer within 3s: " + kafka + " does not answer a TLS handshake"},
+		{"bench silent, --timeout 3s", []string{"--brokers", silent, "--timeout", "3s", "bench", "--modes", "eos", "--intervals", "1s", "--sizes", "100", "--repeat", "1"}, "", "no answer within 3s: " + silent + " accepts connections"},
 		{"produce silent", []string{"--brokers", silent, "produce", "--topic", "x", "--count", "1"}, "", "no answer within 10s: " + silent + " accepts connections but does not answer a Kafka request"},
 		{"txn list silent", []string{"--brokers", silent, "txn", "list"}, "", "not a Kafka listener"},
 		{"verify silent", []string{"--brokers", silent, "verify", "--input", "a", "--output", "b"}, "", "not a Kafka listener"},
