@@ -8,6 +8,7 @@ import (
 
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 )
@@ -38,7 +39,7 @@ func TestCountsAgreeAfterTheShutdownCommit(t *testing.T) {
 	ctx, stop := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	eventually(t, 30*time.Second, "every record written in the open transaction", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "every record written in the open transaction", func() (bool, string) {
 		m, err := admin.EndOffsetSum(e.ctx, e.cl, "sd-out")
 		return err == nil && m >= n, fmt.Sprint(m, err)
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/internal/fleet"
 )
 
 // consume --wait-for waits for a topic that does not exist yet and for
@@ -35,7 +36,7 @@ func TestConsumeWaitForWaitsForTheTopicAndItsRecords(t *testing.T) {
 		t.Errorf("consume --wait-for 5 on 3 records: exit %d, stderr %q; want 1 and one line saying 3", code, errs)
 	}
 	interrupted := exec.Command(eosctl, "consume", "--brokers", e.b.Addrs()[0], "--topic", "later", "--wait-for", "5")
-	var ierr syncBuffer
+	var ierr fleet.Buffer
 	interrupted.Stderr = &ierr
 	if err := interrupted.Start(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/internal/demo"
+	"github.com/eosctl/eos/internal/fleet"
 )
 
 func runDemo(t *testing.T, scenario string) *demo.Report {
@@ -90,7 +91,7 @@ func TestFencingDemoRestartResumesExactlyOnce(t *testing.T) {
 // produce's advice to rerun.
 func TestFencingDemoInterruptedSaysSo(t *testing.T) {
 	cmd := exec.Command(eosctl, "demo", "fencing", "--scenario", "zombie")
-	var stdout, stderr syncBuffer
+	var stdout, stderr fleet.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
