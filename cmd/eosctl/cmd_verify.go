@@ -62,6 +62,9 @@ else is; 1 with the first offending keys otherwise.`,
 			if _, err = admin.Partitions(ctx, c.cl, cfg.Input); err == nil && group != "" {
 				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s)\n", group, cfg.Input, cfg.Timeout)
 				err = committed.WaitCaughtUp(ctx, c.opts, committed.Wait{Group: group, Topics: []string{cfg.Input}, Outputs: []string{cfg.Output}, Within: cfg.Timeout})
+				if ctx.Err() != nil {
+					err = flagError{msg: fmt.Sprintf("interrupted while waiting for group %s to catch up on %s: nothing was verified", group, cfg.Input), err: ctx.Err()}
+				}
 			}
 			if err == nil {
 				_, err = admin.Partitions(ctx, c.cl, cfg.Output)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -47,6 +48,10 @@ func execute(root *cobra.Command, args []string) int {
 		msg := oneLine(errors.New(inFlagTerms(err)))
 		if msg == context.Canceled.Error() {
 			msg = "interrupted"
+		} else if errors.Is(err, context.Canceled) {
+			// "quickstart interrupted while verifying: context canceled":
+			// the line already says it was interrupted.
+			msg = strings.TrimSuffix(msg, ": "+context.Canceled.Error())
 		}
 		fmt.Fprintln(os.Stderr, "eosctl: "+msg)
 	}

@@ -13,10 +13,11 @@ import (
 	"github.com/eosctl/eos/internal/fleet"
 )
 
-// SIGINT during produce and quickstart exits with the documented
-// "interrupted" code 130 and one line saying what was done: for produce,
-// exactly how many records were written (the topic's end offsets agree)
-// and that a rerun appends keys already there.
+// SIGINT during produce, quickstart and verify's wait exits with the
+// documented "interrupted" code 130 and one line saying what was done: for
+// produce, exactly how many records were written (the topic's end offsets
+// agree) and that a rerun appends keys already there; for verify, that
+// nothing was verified.
 func TestInterruptSaysWhatWasDone(t *testing.T) {
 	e := newEnv(t, broker.Config{})
 	produce := exec.Command(eosctl, "produce", "--brokers", e.b.Addrs()[0], "--topic", "int-in", "--count", "1000000", "--rate", "50000")
@@ -50,8 +51,24 @@ func TestInterruptSaysWhatWasDone(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	code, last = interrupt(t, qs, &qerr)
-	if code != 130 || !strings.HasPrefix(last, "eosctl: quickstart interrupted while ") {
-		t.Fatalf("quickstart: exit %d, stdout %q, stderr %q; want exit 130 and a line saying where it was", code, qout.String(), qerr.String())
+	if code != 130 || !strings.HasPrefix(last, "eosctl: quickstart interrupted while ") || strings.HasSuffix(last, "context canceled") {
+		t.Fatalf("quickstart: exit %d, stdout %q, stderr %q; want exit 130 and a line saying where it was (and no 'context canceled' after it)", code, qout.String(), qerr.String())
+	}
+
+	// verify waiting for a group that never catches up (none consumes
+	// int-in) says that nothing was verified.
+	v := exec.Command(eosctl, "verify", "--brokers", e.b.Addrs()[0], "--input", "int-in", "--output", "int-out", "--wait-caught-up", "nobody", "--timeout", "1m")
+	var verr fleet.Buffer
+	v.Stderr = &verr
+	if err := v.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(30*time.Second, "verify waits", func() (bool, string) {
+		return strings.Contains(verr.String(), "waiting for group nobody"), verr.String()
+	})
+	code, last = interrupt(t, v, &verr)
+	if want := "eosctl: interrupted while waiting for group nobody to catch up on int-in: nothing was verified"; code != 130 || last != want {
+		t.Fatalf("verify: exit %d, stderr %q; want exit 130 and %q", code, verr.String(), want)
 	}
 }
 
