@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"slices"
 	"testing"
 
 	"github.com/eosctl/eos/internal/quickstart"
@@ -31,4 +33,33 @@ func TestQuickstartPassesVerifyAfterKills(t *testing.T) {
 		t.Fatalf("quickstart summary: %d kills (want 3), %d commits", s.Kills, s.Committed)
 	}
 	t.Logf("quickstart: %.0f records/s, %d kills (%d mid-transaction), %d committed, %d aborted", s.RecordsPerSec, s.Kills, s.KilledMidTxn, s.Committed, s.Aborted)
+}
+
+// The workers the quickstart kills are drawn from a seed it prints, and
+// EOS_TEST_SEED replays them: two runs with one seed kill the same workers
+// in the same order.
+func TestQuickstartKillsReplayFromTheirSeed(t *testing.T) {
+	testenv.Long(t)
+	run := func() quickstart.Summary {
+		t.Helper()
+		cmd := exec.Command(eosctl, "quickstart", "--records", "100000", "--kills", "6", "--json")
+		cmd.Env = append(os.Environ(), "EOS_TEST_SEED=4242")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("quickstart failed: %v\n%s", err, out)
+		}
+		var s quickstart.Summary
+		if err := json.Unmarshal(out, &s); err != nil {
+			t.Fatalf("quickstart --json: %v\n%s", err, out)
+		}
+		if !s.Verify.OK() || s.Seed != 4242 || len(s.Killed) != 6 {
+			t.Fatalf("quickstart with EOS_TEST_SEED=4242: seed %d, killed %v, %s", s.Seed, s.Killed, s.Verify.Summary())
+		}
+		return s
+	}
+	a, b := run(), run()
+	if !slices.Equal(a.Killed, b.Killed) {
+		t.Fatalf("seed 4242 killed workers %v, then %v", a.Killed, b.Killed)
+	}
+	t.Logf("seed 4242 killed workers %v both times", a.Killed)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
@@ -42,16 +43,20 @@ type Config struct {
 
 // Summary is what the run measured.
 type Summary struct {
-	Records       int64          `json:"records"`
-	CopySeconds   float64        `json:"copy_seconds"`
-	RecordsPerSec float64        `json:"records_per_second"`
-	Committed     int            `json:"transactions_committed"`
-	Aborted       int            `json:"transactions_aborted"`
-	Kills         int            `json:"kills"`
-	KilledMidTxn  int            `json:"kills_mid_transaction"`
-	Verify        *verify.Report `json:"verify"`
-	BrokerAddrs   []string       `json:"broker_addrs"`
-	TotalSeconds  float64        `json:"total_seconds"`
+	Records       int64   `json:"records"`
+	CopySeconds   float64 `json:"copy_seconds"`
+	RecordsPerSec float64 `json:"records_per_second"`
+	Committed     int     `json:"transactions_committed"`
+	Aborted       int     `json:"transactions_aborted"`
+	Kills         int     `json:"kills"`
+	KilledMidTxn  int     `json:"kills_mid_transaction"`
+	// Seed drew which worker each kill took (EOS_TEST_SEED replays it),
+	// Killed which they were, in order.
+	Seed         uint64         `json:"seed"`
+	Killed       []int          `json:"killed_workers"`
+	Verify       *verify.Report `json:"verify"`
+	BrokerAddrs  []string       `json:"broker_addrs"`
+	TotalSeconds float64        `json:"total_seconds"`
 }
 
 const (
@@ -105,14 +110,19 @@ func Run(ctx context.Context, cfg Config) (_ *Summary, err error) {
 		return nil, err
 	}
 	phase = "copying with the workers"
-	f := &fleet{cfg: cfg, brokers: b.Addrs()[0]}
+	s, err := seed.Draw()
+	if err != nil {
+		return nil, err
+	}
+	sum.Seed = s
+	f := &fleet{cfg: cfg, brokers: b.Addrs()[0], rng: seed.New(s)}
 	copyStart := time.Now()
 	for i := range cfg.Workers {
 		if err := f.start(ctx, i); err != nil {
 			return nil, err
 		}
 	}
-	say("started %d passthrough workers (app %q, transactional.ids %s-0..%d)", cfg.Workers, app, app, cfg.Workers-1)
+	say("started %d passthrough workers (app %q, transactional.ids %s-0..%d); the workers to kill are drawn from %s", cfg.Workers, app, app, cfg.Workers-1, seed.Replay(sum.Seed))
 	defer f.stopAll()
 
 	if err := f.killLoop(ctx, cl, say); err != nil {
@@ -124,7 +134,7 @@ func Run(ctx context.Context, cfg Config) (_ *Summary, err error) {
 	sum.CopySeconds = time.Since(copyStart).Seconds()
 	sum.RecordsPerSec = float64(cfg.Records) / sum.CopySeconds
 	f.stopAll()
-	sum.Kills, sum.KilledMidTxn = f.kills, f.midTxn
+	sum.Kills, sum.KilledMidTxn, sum.Killed = f.kills, f.midTxn, f.killed
 	sum.Committed = int(f.committed.Load())
 	// A transaction open at a SIGKILL is aborted by the coordinator when
 	// the restarted worker initialises the same transactional.id.
@@ -178,6 +188,8 @@ type fleet struct {
 	cfg       Config
 	brokers   string
 	procs     []*supervise.Proc
+	rng       *rand.Rand // picks the worker each kill takes
+	killed    []int
 	kills     int
 	midTxn    int
 	committed atomic.Int64
@@ -220,11 +232,12 @@ func (f *fleet) killLoop(ctx context.Context, cl *kgo.Client, say func(string, .
 		if err := waitOutput(ctx, cl, target, f.cfg.Timeout); err != nil {
 			return err
 		}
-		i := rand.IntN(len(f.procs))
+		i := f.rng.IntN(len(f.procs))
 		id := app + "-" + strconv.Itoa(i)
 		mid := admin.WaitOngoing(ctx, cl, id, 2*time.Second)
 		f.procs[i].Kill()
 		f.kills++
+		f.killed = append(f.killed, i)
 		state := "between transactions"
 		if mid {
 			f.midTxn++
