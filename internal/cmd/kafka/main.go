@@ -47,22 +47,27 @@ Flags:
 
 func main() {
 	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") || os.Args[1] == "help" {
-		fmt.Fprint(os.Stderr, usage)
-		flags("help").PrintDefaults()
-		os.Exit(2)
+		// Asked for help: the usage on stdout, exit 0. No command, or a
+		// flag where the command goes: the same on stderr, exit 2.
+		out, code := os.Stderr, 2
+		if len(os.Args) == 2 && (os.Args[1] == "help" || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "-help") {
+			out, code = os.Stdout, 0
+		}
+		fs, _ := flags("help")
+		fs.SetOutput(out)
+		fmt.Fprint(out, usage)
+		fs.PrintDefaults()
+		os.Exit(code)
 	}
 	cmd := os.Args[1]
-	fs := flags(cmd)
-	nodes := fs.Int("nodes", 3, "number of combined broker+controller nodes (1-9)")
-	ports := fs.String("ports", "9092", "client port of the first node (the others follow), a comma-separated list, or 0 for free ports")
-	version := fs.String("version", kafkacluster.DefaultVersion, "Apache Kafka version (4.0.1-4.4.0 resolve from Maven Central)")
-	heap := fs.String("heap", "512m", "JVM heap of each node")
-	var configs multi
-	fs.Var(&configs, "config", "broker setting KEY=VALUE for every node (repeatable), e.g. transaction.max.timeout.ms=3600000")
-	dir := fs.String("dir", filepath.Join(os.TempDir(), "eos-kafka"), "directory for the nodes' configuration, data and logs")
+	fs, o := flags(cmd)
 	if err := fs.Parse(os.Args[2:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
 		os.Exit(2)
 	}
+	nodes, ports, version, heap, configs, dir := o.nodes, o.ports, o.version, o.heap, o.configs, o.dir
 	var err error
 	switch cmd {
 	case "start":
@@ -89,10 +94,27 @@ func main() {
 
 var errBadFlag = errors.New("bad flag")
 
-func flags(name string) *flag.FlagSet {
+// options are the flags every command takes.
+type options struct {
+	nodes                     *int
+	ports, version, heap, dir *string
+	configs                   multi
+}
+
+// flags is the flag set of command name, which prints the usage and every
+// flag's default on -h.
+func flags(name string) (*flag.FlagSet, *options) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
-	return fs
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	o := &options{
+		nodes:   fs.Int("nodes", 3, "number of combined broker+controller nodes (1-9)"),
+		ports:   fs.String("ports", "9092", "client port of the first node (the others follow), a comma-separated list, or 0 for free ports"),
+		version: fs.String("version", kafkacluster.DefaultVersion, "Apache Kafka version (4.0.1-4.4.0 resolve from Maven Central)"),
+		heap:    fs.String("heap", "512m", "JVM heap of each node"),
+		dir:     fs.String("dir", filepath.Join(os.TempDir(), "eos-kafka"), "directory for the nodes' configuration, data and logs"),
+	}
+	fs.Var(&o.configs, "config", "broker setting KEY=VALUE for every node (repeatable), e.g. transaction.max.timeout.ms=3600000")
+	return fs, o
 }
 
 func start(dir string, nodes int, ports, version, heap string, configs multi) error {
