@@ -24,11 +24,7 @@ import (
 // a bare wrapped error stopped a worker whose own transaction had merely
 // timed out (exit 3 on Apache Kafka, in the txn-timeout drill).
 func TestEndReturnsAFencedErrorForAProduceRefusedForItsEpoch(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCluster(t)
 	var refused atomic.Int32
 	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		req := kreq.(*kmsg.ProduceRequest)
@@ -39,18 +35,12 @@ func TestEndReturnsAFencedErrorForAProduceRefusedForItsEpoch(t *testing.T) {
 		return testbroker.RefuseProduce(req, kerr.InvalidProducerEpoch.Code), nil, true
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := Open(ctx, "t-0", nil, kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("t"), kgo.ConsumeTopics("in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openSession(t, c)
 	if err := s.Begin(); err != nil {
 		t.Fatal(err)
 	}
 	s.Produce(&kgo.Record{Topic: "out", Value: []byte("v")})
-	_, err = s.End(ctx, true)
+	_, err := s.End(ctx, true)
 	if refused.Load() == 0 {
 		t.Fatal("the broker refused no produce: the test proved nothing")
 	}
@@ -66,11 +56,7 @@ func TestEndReturnsAFencedErrorForAProduceRefusedForItsEpoch(t *testing.T) {
 // the remainder of CommitDuration is short; an abort flushes nothing.
 func TestEndSplitsTheCommitIntoFlushAndEndTxn(t *testing.T) {
 	const hold = 300 * time.Millisecond
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCluster(t)
 	var held atomic.Int32
 	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -80,13 +66,7 @@ func TestEndSplitsTheCommitIntoFlushAndEndTxn(t *testing.T) {
 		return nil, nil, false
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := Open(ctx, "t-0", nil, kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("t"), kgo.ConsumeTopics("in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openSession(t, c)
 	// Consume a record first: a session whose group has not joined waits
 	// for it in End, which is not what is measured here.
 	pl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
@@ -126,4 +106,30 @@ func TestEndSplitsTheCommitIntoFlushAndEndTxn(t *testing.T) {
 	if res, err = s.End(ctx, false); err != nil || res.Committed || res.FlushDuration != 0 {
 		t.Fatalf("an abort: %+v, %v; want no flush", res, err)
 	}
+}
+
+// newCluster is a one-broker embedded cluster with topics in and out,
+// closed when the test ends; a test installs its request controls on it.
+func newCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// openSession opens the Session "t-0" of group t over in on c, closed when
+// the test ends, and returns it with a context bounding the test.
+func openSession(t *testing.T, c *kfake.Cluster) (context.Context, *Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	s, err := Open(ctx, "t-0", nil, kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("t"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return ctx, s
 }

@@ -22,17 +22,8 @@ import (
 // caught up, and the e2e aggregate test stopped its worker with every
 // window unwritten.
 func TestCaughtUpIsNotFooledByAStageCommittingBetweenItsReads(t *testing.T) {
-	b := testbroker.Start(t, broker.Config{})
-	c := testbroker.Connect(t, b, time.Minute)
+	c := withInput(t, "mid")
 	adm := kadm.NewClient(c.Client)
-	for _, topic := range []string{"in", "mid"} {
-		if _, _, err := admin.EnsureTopic(c.Ctx, c.Client, topic, 1, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Client.ProduceSync(c.Ctx, &kgo.Record{Topic: "in", Value: []byte("r")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
 	commit := func(topic string, at int64) {
 		t.Helper()
 		os := kadm.Offsets{}
@@ -42,20 +33,8 @@ func TestCaughtUpIsNotFooledByAStageCommittingBetweenItsReads(t *testing.T) {
 		}
 	}
 
-	// The group starts with nothing consumed. On a fresh Apache Kafka
-	// cluster the first commit waits for the offsets topic to be created.
-	for {
-		os := kadm.Offsets{}
-		os.Add(kadm.Offset{Topic: "in", Partition: 0, At: 0, LeaderEpoch: -1})
-		err := mustCommit(adm.CommitOffsets(c.Ctx, "g", os))
-		if err == nil {
-			break
-		}
-		if c.Ctx.Err() != nil {
-			t.Fatalf("committing the group's first offset: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The group starts with nothing consumed.
+	firstCommit(t, c, "g", "in", 0)
 
 	var once sync.Once
 	stageOne := func() {
@@ -82,6 +61,42 @@ func TestCaughtUpIsNotFooledByAStageCommittingBetweenItsReads(t *testing.T) {
 	}
 }
 
+// withInput starts a broker with one-partition topics in and second, and
+// one record in in.
+func withInput(t *testing.T, second string) *testbroker.Conn {
+	t.Helper()
+	c := testbroker.Connect(t, testbroker.Start(t, broker.Config{}), time.Minute)
+	for _, topic := range []string{"in", second} {
+		if _, _, err := admin.EnsureTopic(c.Ctx, c.Client, topic, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Client.ProduceSync(c.Ctx, &kgo.Record{Topic: "in", Value: []byte("r")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// firstCommit commits group's offset at on topic's partition 0, retrying:
+// on a fresh Apache Kafka cluster the first commit waits for the offsets
+// topic to be created.
+func firstCommit(t *testing.T, c *testbroker.Conn, group, topic string, at int64) {
+	t.Helper()
+	adm := kadm.NewClient(c.Client)
+	for {
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at, LeaderEpoch: -1})
+		err := mustCommit(adm.CommitOffsets(c.Ctx, group, os))
+		if err == nil {
+			return
+		}
+		if c.Ctx.Err() != nil {
+			t.Fatalf("committing group %s's offset %d on %s: %v", group, at, topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func mustCommit(r kadm.OffsetResponses, err error) error {
 	if err != nil {
 		return err
@@ -96,17 +111,7 @@ func mustCommit(r kadm.OffsetResponses, err error) error {
 // transaction. Waiting with the output named, the group is not caught up
 // until that transaction ends.
 func TestCaughtUpWaitsForTheOutputsLastTransaction(t *testing.T) {
-	b := testbroker.Start(t, broker.Config{})
-	c := testbroker.Connect(t, b, time.Minute)
-	adm := kadm.NewClient(c.Client)
-	for _, topic := range []string{"in", "out"} {
-		if _, _, err := admin.EnsureTopic(c.Ctx, c.Client, topic, 1, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Client.ProduceSync(c.Ctx, &kgo.Record{Topic: "in", Value: []byte("r")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	c := withInput(t, "out")
 	p, err := kgo.NewClient(append(slices.Clip(c.Opts), kgo.TransactionalID("out-writer"))...)
 	if err != nil {
 		t.Fatal(err)
@@ -118,18 +123,7 @@ func TestCaughtUpWaitsForTheOutputsLastTransaction(t *testing.T) {
 	if err := p.ProduceSync(c.Ctx, &kgo.Record{Topic: "out", Value: []byte("r")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		os := kadm.Offsets{}
-		os.Add(kadm.Offset{Topic: "in", Partition: 0, At: 1, LeaderEpoch: -1})
-		err := mustCommit(adm.CommitOffsets(c.Ctx, "g", os))
-		if err == nil {
-			break
-		}
-		if c.Ctx.Err() != nil {
-			t.Fatalf("committing the group's offset: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	firstCommit(t, c, "g", "in", 1)
 
 	w := Wait{Group: "g", Topics: []string{"in"}}
 	if ok, err := Check(c.Ctx, c.Opts, w); err != nil || !ok {
