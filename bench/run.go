@@ -14,6 +14,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -356,38 +357,10 @@ func (b *bencher) verify(ctx context.Context, res *RunResult, job copyJob) error
 // v2 completes them asynchronously), so a read_committed reader listing
 // offsets right after the last commit stopped short of it.
 func (b *bencher) awaitStable(ctx context.Context, topic string) error {
-	adm := kadm.NewClient(b.adm)
-	deadline := time.Now().Add(b.cfg.RunTimeout)
-	for {
-		hwm, err := adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = hwm.Error()
-		}
-		lso, lerr := adm.ListCommittedOffsets(ctx, topic)
-		if lerr == nil {
-			lerr = lso.Error()
-		}
-		if err = errors.Join(err, lerr); err != nil {
-			return fmt.Errorf("listing the offsets of %s: %w", topic, err)
-		}
-		open := 0
-		hwm.Each(func(o kadm.ListedOffset) {
-			if l, ok := lso.Lookup(o.Topic, o.Partition); !ok || l.Offset != o.Offset {
-				open++
-			}
-		})
-		if open == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d partition(s) of %s still had a transaction completing %s after the drain", open, topic, b.cfg.RunTimeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	if err := committed.WaitSettled(ctx, b.opts, b.cfg.RunTimeout, topic); err != nil {
+		return fmt.Errorf("after the drain: %w", err)
 	}
+	return nil
 }
 
 func (b *bencher) createTopic(ctx context.Context, topic string) error {

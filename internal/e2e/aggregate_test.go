@@ -103,7 +103,7 @@ func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCaughtUp := func() {
-		if err := committed.WaitCaughtUp(e.ctx, e.opts, committed.Wait{Group: "agg", Topics: []string{"agg-in", "agg-windows-repartition"}, Within: time.Minute}); err != nil {
+		if err := committed.WaitCaughtUp(e.ctx, e.opts, committed.Wait{Group: "agg", Topics: []string{"agg-in", "agg-windows-repartition"}, Outputs: []string{"agg-out", "agg-dlq"}, Within: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}
