@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +99,12 @@ figures then cover the whole process. An "auto" interval runs the worker with
 --commit-interval auto (--eos-overhead-budget, --max-commit-interval); the
 other modes commit as often as auto chose to.
 
+--topology passthrough,aggregate runs both, one after the other, each with
+its own table and files (kstreams.json becomes kstreams-passthrough.json and
+kstreams-aggregate.json): with --modes eos,kstreams, the whole comparison
+with Kafka Streams in one command. Every setting is checked for both before
+either runs.
+
 --topology aggregate (modes eos and kstreams only, eos alone by default; no
 --sizes) runs the aggregate topology under verify.AggregateConfig on
 verify.AggregateInput:
@@ -122,7 +130,8 @@ extension; repeatable).`,
   # the live records' rate well under Kafka Streams' throughput, or its latency measures a queue:
   eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000
   # the aggregate (count/sum/min/max/avg per user per 5 s window), both outputs judged window by window:
-  eosctl --brokers 127.0.0.1:9092 bench --topology aggregate --modes eos,kstreams --intervals 100ms --records 500000 --repeat 3`,
+  eosctl --brokers 127.0.0.1:9092 bench --topology aggregate --modes eos,kstreams --intervals 100ms --records 500000 --repeat 3
+  eosctl --brokers 127.0.0.1:9092 bench --topology passthrough,aggregate --modes eos,kstreams --intervals 100ms --records 300000 --repeat 3 --latency-rate 1000 --json kstreams.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -188,15 +197,30 @@ extension; repeatable).`,
 			if cfg.Logger, err = benchLogger(cmd, g); err != nil {
 				return err
 			}
-			var bars *stretchProgress
-			if isTerminal(os.Stderr) {
-				bars = &stretchProgress{w: os.Stderr}
-				cfg.Progress = benchProgress(bars)
-			}
-			// Judged before the profile file is created, so that a
-			// mistake leaves nothing behind.
-			if err := cfg.Validate(); err != nil {
-				return usage(err)
+			// --topology passthrough,aggregate runs each topology in turn,
+			// each with its own table and files (FILE-<topology>.EXT).
+			// Every configuration is judged before anything runs or the
+			// profile file is created, so that a mistake leaves nothing
+			// behind.
+			var cfgs []bench.Config
+			names := strings.Split(cfg.Topology, ",")
+			for _, name := range names {
+				c := cfg
+				c.Topology = strings.TrimSpace(name)
+				if len(names) > 1 {
+					if slices.ContainsFunc(cfgs, func(o bench.Config) bool { return o.Topology == c.Topology }) {
+						return usage(fmt.Errorf("--topology: %s is listed twice", c.Topology))
+					}
+					c.JSONPath, c.CSVPath = perTopology(c.JSONPath, c.Topology), perTopology(c.CSVPath, c.Topology)
+					c.ChartPaths = nil
+					for _, path := range cfg.ChartPaths {
+						c.ChartPaths = append(c.ChartPaths, perTopology(path, c.Topology))
+					}
+				}
+				if err := c.Validate(); err != nil {
+					return usage(err)
+				}
+				cfgs = append(cfgs, c)
 			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
@@ -212,25 +236,38 @@ extension; repeatable).`,
 
 			ctx, stop := signalContext()
 			defer stop()
-			rep, err := bench.Run(ctx, cfg)
-			if bars != nil {
-				bars.finish(err)
-			}
-			if err != nil {
-				if errors.Is(err, eos.ErrConfig) {
-					return usage(err)
+			for i, c := range cfgs {
+				var bars *stretchProgress
+				if isTerminal(os.Stderr) {
+					bars = &stretchProgress{w: os.Stderr}
+					c.Progress = benchProgress(bars)
 				}
-				return err
-			}
-			rep.Params.Command = "eosctl " + strings.Join(os.Args[1:], " ")
-			if !noTable {
-				var table strings.Builder
-				if err := bench.WriteTable(&table, rep); err != nil {
+				rep, err := bench.Run(ctx, c)
+				if bars != nil {
+					bars.finish(err)
+				}
+				if err != nil {
+					if errors.Is(err, eos.ErrConfig) {
+						return usage(err)
+					}
 					return err
 				}
-				fmt.Print(inFlagNames(table.String()))
+				rep.Params.Command = "eosctl " + strings.Join(os.Args[1:], " ")
+				if !noTable {
+					if i > 0 {
+						fmt.Println()
+					}
+					var table strings.Builder
+					if err := bench.WriteTable(&table, rep); err != nil {
+						return err
+					}
+					fmt.Print(inFlagNames(table.String()))
+				}
+				if err := writeBenchFiles(rep, c.JSONPath, c.CSVPath, c.ChartPaths); err != nil {
+					return err
+				}
 			}
-			return writeBenchFiles(rep, cfg.JSONPath, cfg.CSVPath, cfg.ChartPaths)
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -242,7 +279,7 @@ extension; repeatable).`,
 	f.Int32Var(&partitions, "partitions", 6, "partitions of the input and output topics")
 	f.IntVar(&workers, "workers", 1, "workers (copiers) per run, each its own process unless --in-process")
 	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in every mode, one after the other")
-	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run: passthrough (judged as a copy) or aggregate (judged window by window)")
+	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run: passthrough (judged as a copy), aggregate (judged window by window), or both, comma-separated: run in turn, each with its own table and files (FILE-TOPOLOGY.EXT)")
 	f.DurationVar(&rtt, "rtt", time.Millisecond, "round-trip time the embedded broker injects per response (0: loopback)")
 	f.Var(percentFlag{v: &overheadBudget}, "eos-overhead-budget", "for auto intervals: the share of wall time commits may take, in percent (default 3%)")
 	f.DurationVar(&maxCommitInterval, "max-commit-interval", 0, "for auto intervals: the longest interval auto may choose (default 5s)")
@@ -437,4 +474,14 @@ exits 0; any End error stops it (no re-initialisation, no diagnosis).`,
 		_ = cmd.MarkFlagRequired(req)
 	}
 	return cmd
+}
+
+// perTopology is path for one topology of a --topology list:
+// "out.json" becomes "out-aggregate.json"; empty stays empty.
+func perTopology(path, topology string) string {
+	if path == "" {
+		return ""
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-" + topology + ext
 }

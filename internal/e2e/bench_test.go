@@ -150,3 +150,67 @@ func TestBenchBadFlagsAreUsageErrors(t *testing.T) {
 		t.Fatalf("run --eos-overhead-budget without auto: %v, %q", err, stderr.String())
 	}
 }
+
+// eosctl bench --topology passthrough,aggregate is one command for both
+// topologies: each runs in turn with the modes given, judged its own way
+// (a copy, every window), with its own table and its own files named for
+// it; a bad setting for either fails before anything runs.
+func TestBenchRunsBothTopologiesFromOneCommand(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "b.json")
+	cmd := exec.Command(eosctl, "bench", "--topology", "passthrough,aggregate", "--modes", "eos", "--records", "3000",
+		"--intervals", "100ms", "--repeat", "1", "--partitions", "2", "--latency-rate", "500", "--latency-duration", "300ms", "--json", jsonPath)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("eosctl bench: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"passthrough topology", "aggregate topology", "wrote " + filepath.Join(dir, "b-passthrough.json"), "wrote " + filepath.Join(dir, "b-aggregate.json")} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	for _, topology := range []string{"passthrough", "aggregate"} {
+		var rep struct {
+			Params struct {
+				Topology string `json:"topology"`
+			} `json:"params"`
+			Cells []struct {
+				Runs []struct {
+					Mode     string `json:"mode"`
+					Verified bool   `json:"verified"`
+				} `json:"runs"`
+			} `json:"cells"`
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "b-"+topology+".json"))
+		if err == nil {
+			err = json.Unmarshal(b, &rep)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// passthrough's cells are its default sizes (--sizes would be
+		// refused for the aggregate), the aggregate's one.
+		cells := map[string]int{"passthrough": 2, "aggregate": 1}[topology]
+		ok := rep.Params.Topology == topology && len(rep.Cells) == cells
+		for _, c := range rep.Cells {
+			ok = ok && len(c.Runs) == 1 && c.Runs[0].Mode == "eos" && c.Runs[0].Verified
+		}
+		if !ok {
+			t.Errorf("b-%s.json: %+v, want %d cell(s) of %s, each one verified eos run", topology, rep, cells, topology)
+		}
+	}
+	if _, err := os.Stat(jsonPath); err == nil {
+		t.Errorf("%s was written; with two topologies each has its own file", jsonPath)
+	}
+
+	// baseline cannot run the aggregate: refused before the passthrough
+	// runs, so nothing is written.
+	code, _, errs := runEosctlEnv(t, nil, "bench", "--topology", "passthrough,aggregate", "--modes", "baseline,eos", "--json", filepath.Join(dir, "c.json"))
+	if code != 2 || !strings.Contains(errs, "stateless copy loop") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 naming the aggregate's refusal", code, errs)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "c*")); len(m) != 0 {
+		t.Fatalf("a refused bench wrote %v", m)
+	}
+}
