@@ -73,7 +73,7 @@ func writeAggregateConfig(dir string) (string, error) {
 // produceAggregateInput writes the aggregate backlog to topic, once for
 // every run.
 func (b *bencher) produceAggregateInput(ctx context.Context, topic string) error {
-	if err := b.createTopic(ctx, topic); err != nil {
+	if err := b.createTopic(ctx, topic, false); err != nil {
 		return err
 	}
 	in := verify.NewAggregateInput(topic, int(b.cfg.records(0)), aggregateSeed)

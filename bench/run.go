@@ -227,7 +227,7 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 		created = append(created, job.dlq)
 	}
 	for _, t := range created {
-		if err := b.createTopic(ctx, t); err != nil {
+		if err := b.createTopic(ctx, t, aggregate && t == job.output); err != nil {
 			return res, err
 		}
 	}
@@ -363,10 +363,20 @@ func (b *bencher) awaitStable(ctx context.Context, topic string) error {
 	return nil
 }
 
-func (b *bencher) createTopic(ctx context.Context, topic string) error {
+// createTopic creates topic for a run. keep turns time-based retention off:
+// the aggregate's results carry their window's end, verify.AggregateInput's
+// 2023 event time, as their timestamp, and a cluster's retention.ms (7 days
+// by default) would delete them at its next retention check, before the
+// judge reads them. The bench deletes its topics at the end either way.
+func (b *bencher) createTopic(ctx context.Context, topic string, keep bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, _, err := admin.EnsureTopic(ctx, b.adm, topic, b.cfg.Partitions, nil); err != nil {
+	var configs map[string]*string
+	if keep {
+		forever := "-1"
+		configs = map[string]*string{"retention.ms": &forever}
+	}
+	if _, _, err := admin.EnsureTopic(ctx, b.adm, topic, b.cfg.Partitions, configs); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
 	return nil
