@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // The windowed aggregate under faults: a worker SIGKILLed at random points
@@ -136,7 +134,7 @@ func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
 		// Tell a read that came too early from a loss: where each
 		// partition of the topics stands, and the same judgement again
 		// once everything has had time to settle.
-		t.Log(describeOffsets(e, "agg", "agg-in", "agg-windows-repartition", "agg-windows-changelog", "agg-out", "agg-dlq"))
+		t.Log(e.DescribeOffsets(e.ctx, "agg", "agg-in", "agg-windows-repartition", "agg-windows-changelog", "agg-out", "agg-dlq"))
 		time.Sleep(15 * time.Second)
 		again, err := verify.JudgeAggregate(e.ctx, e.opts, verify.AggregateTopics{Input: "agg-in", Output: "agg-out", DeadLetters: "agg-dlq"})
 		t.Fatalf("%v\n15s later: %v (err %v)", rep, again, err)
@@ -171,21 +169,4 @@ func grepLines(e *env, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// describeOffsets says, for every partition of topics, the group's
-// committed offset, the last stable offset and the high watermark: for a
-// failure's log.
-func describeOffsets(e *env, group string, topics ...string) string {
-	adm := kadm.NewClient(e.cl)
-	lso, _ := adm.ListCommittedOffsets(e.ctx, topics...)
-	hwm, _ := adm.ListEndOffsets(e.ctx, topics...)
-	com, _ := adm.FetchOffsets(e.ctx, group)
-	var b strings.Builder
-	lso.Each(func(o kadm.ListedOffset) {
-		h, _ := hwm.Lookup(o.Topic, o.Partition)
-		c, _ := com.Lookup(o.Topic, o.Partition)
-		fmt.Fprintf(&b, "%s[%d] committed %d lso %d hwm %d; ", o.Topic, o.Partition, c.At, o.Offset, h.Offset)
-	})
-	return b.String()
 }

@@ -288,7 +288,7 @@ func (f *Fleet) Produce(ctx context.Context, topic string, n int64, partitions i
 // its error says where each partition and each process stands.
 func (f *Fleet) WaitCaughtUp(ctx context.Context, w committed.Wait) error {
 	if err := committed.WaitCaughtUp(ctx, f.Opts, w); err != nil {
-		return fmt.Errorf("%w; %s; workers: %s", err, f.offsets(ctx, w.Group, w.Topics...), f.States())
+		return fmt.Errorf("%w; %s; workers: %s", err, f.DescribeOffsets(ctx, w.Group, w.Topics...), f.States())
 	}
 	return nil
 }
@@ -337,9 +337,9 @@ func (f *Fleet) Judge(ctx context.Context, v Verdict) (Judgement, error) {
 	return j, nil
 }
 
-// offsets describes, per partition, the committed offset, LSO and HWM, for
-// error messages.
-func (f *Fleet) offsets(ctx context.Context, group string, topics ...string) string {
+// DescribeOffsets describes, per partition of topics, group's committed
+// offset, the LSO and the HWM, for error messages.
+func (f *Fleet) DescribeOffsets(ctx context.Context, group string, topics ...string) string {
 	adm := kadm.NewClient(f.Client)
 	lso, _ := adm.ListCommittedOffsets(ctx, topics...)
 	hwm, _ := adm.ListEndOffsets(ctx, topics...)
