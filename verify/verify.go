@@ -76,9 +76,10 @@ type Report struct {
 	OrderViolations int64 `json:"order_violations"`
 
 	// InputDuplicates counts input records whose key an earlier input
-	// record already had. datagen never writes those, unless it was run
-	// twice into the same topic; then the judgment is about the first copy
-	// of each key only, and a faithful copy shows up as duplicates.
+	// record already had. datagen never writes those (a second run into a
+	// topic continues after its highest key); another producer may. Then
+	// the judgment is about the first copy of each key only, and a
+	// faithful copy shows up as duplicates.
 	InputDuplicates int64 `json:"input_duplicates"`
 
 	DuplicateExamples      []string         `json:"duplicate_examples,omitempty"`
@@ -164,7 +165,7 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "; read in %v.", r.Elapsed.Round(time.Millisecond))
 	if r.InputDuplicates > 0 {
-		fmt.Fprintf(&b, " WARNING: the input itself repeats %d keys (e.g. %s), was it produced twice? Only first copies were judged.",
+		fmt.Fprintf(&b, " WARNING: the input itself repeats %d keys (e.g. %s): verify judges keys, and eosctl produce never repeats one (a rerun continues after the highest key), so something else wrote them; only first copies were judged.",
 			r.InputDuplicates, strings.Join(r.InputDuplicateExamples, " "))
 	}
 	return b.String()

@@ -16,10 +16,16 @@ func newProduceCmd(g *globals) *cobra.Command {
 		Use:   "produce --topic TOPIC --count N",
 		Short: "Write N test records with an idempotent producer",
 		Long: `Creates TOPIC if it is missing and writes N records with an idempotent
-producer (acks=all). Record i has key "i" (decimal, 0..N-1) and a JSON value
-{"seq": i, "ts": <unix ms>, "user": "user-07", "amount": 12.3, "pad": "..."}
-padded to exactly --size bytes. These are the records "eosctl verify" checks
-the output against.`,
+producer (acks=all). Record i has key "i" (a decimal sequence number) and a
+JSON value {"seq": i, "ts": <unix ms>, "user": "user-07", "amount": 12.3,
+"pad": "..."} padded to exactly --size bytes. These are the records "eosctl
+verify" checks the output against, key by key.
+
+Into a new or empty topic the keys are 0..N-1. Into a topic that already
+holds records, produce continues after the highest key there (it reads the
+last records of each partition), so running it again, or after an
+interrupted run, adds N new keys and never repeats one: a copy still
+verifies as exactly once.`,
 		Example: `  eosctl produce --topic in --count 1000000
   eosctl produce --topic in --count 10000 --size 1024 --partitions 12 --rate 5000`,
 		Args: cobra.NoArgs,
@@ -51,8 +57,8 @@ the output against.`,
 				return err
 			}
 			secs := res.Elapsed.Seconds()
-			fmt.Printf("produced %d records (%d bytes) to %s (%d partitions) in %.2fs: %.0f records/s\n",
-				res.Records, res.Bytes, cfg.Topic, res.Partitions, secs, float64(res.Records)/max(secs, 1e-9))
+			fmt.Printf("produced %d records (keys %d..%d, %d bytes) to %s (%d partitions) in %.2fs: %.0f records/s\n",
+				res.Records, res.FirstKey, res.FirstKey+res.Records-1, res.Bytes, cfg.Topic, res.Partitions, secs, float64(res.Records)/max(secs, 1e-9))
 			return nil
 		},
 	}

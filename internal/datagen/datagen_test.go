@@ -135,20 +135,33 @@ func TestProduceReadBack(t *testing.T) {
 
 // A second Produce keeps the existing topic, whatever its partition count,
 // and appends.
-func TestProduceExistingTopic(t *testing.T) {
+// A second Produce into a topic continues the key sequence, so that a copy
+// of the topic verifies as exactly once rather than as duplicated keys.
+func TestProduceAgainContinuesTheKeySequence(t *testing.T) {
 	ctx := testContext(t)
 	c := newCluster(t, kfake.SeedTopics(2, "in"))
 	cl := newClient(t, c)
-	for range 2 {
+	for run := range int64(3) {
 		res, err := Produce(ctx, cl, Config{Topic: "in", Count: 10, Partitions: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Created || res.Partitions != 2 || res.Records != 10 {
-			t.Fatalf("result %+v, want 10 records to the existing 2-partition topic", res)
+		if res.Created || res.Partitions != 2 || res.Records != 10 || res.FirstKey != 10*run {
+			t.Fatalf("run %d: result %+v, want 10 records from key %d to the existing 2-partition topic", run, res, 10*run)
 		}
 	}
-	readAll(t, ctx, c, "in", 20)
+	seen := map[string]int{}
+	for _, r := range readAll(t, ctx, c, "in", 30) {
+		seen[string(r.Key)]++
+	}
+	for k := range 30 {
+		if n := seen[strconv.Itoa(k)]; n != 1 {
+			t.Errorf("key %d written %d times, want once", k, n)
+		}
+	}
+	if len(seen) != 30 {
+		t.Errorf("%d distinct keys, want 30", len(seen))
+	}
 }
 
 // A small rate still completes; the rate itself is not timed.

@@ -35,7 +35,7 @@ func TestInterruptSaysWhatWasDone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("interrupted after writing %s of 1,000,000 records to int-in; writing again starts at key 0 and appends keys that are already there", commas(written))
+	want := fmt.Sprintf("interrupted after writing %s of 1,000,000 records to int-in (from key 0); producing again continues after the highest key written, repeating none", commas(written))
 	if code != 130 || last != "eosctl: "+want {
 		t.Fatalf("produce: exit %d, stderr %q; want exit 130 and %q", code, perr.String(), want)
 	}
