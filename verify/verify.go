@@ -46,6 +46,10 @@ type Config struct {
 	// Timeout bounds the whole run, listing and both reads. Zero means
 	// DefaultTimeout; the context can cut it shorter.
 	Timeout time.Duration
+	// Reading, if set, is called once the offsets to read are listed,
+	// before the reads begin, with the number of offsets of each topic
+	// that will be read: for a command that says what a long read does.
+	Reading func(inputOffsets, outputOffsets int64)
 }
 
 // Report is the judgment of one [Run]. Counts are of records; each example
@@ -239,11 +243,17 @@ func Run(ctx context.Context, opts []kgo.Opt, cfg Config) (*Report, error) {
 		OutputRanges: snap[cfg.Output],
 	}
 
-	var expected int64
+	var expected, outOffsets int64
 	var inParts int32
 	for _, r := range rep.InputRanges {
 		expected += r.End - r.Start
 		inParts = max(inParts, r.Partition+1)
+	}
+	if cfg.Reading != nil {
+		for _, r := range rep.OutputRanges {
+			outOffsets += r.End - r.Start
+		}
+		cfg.Reading(expected, outOffsets)
 	}
 	keys := newKeyTable[keyInfo](2*expected + 1024)
 

@@ -90,3 +90,27 @@ func commas(n int64) string {
 	}
 	return s
 }
+
+// Ctrl-C while verify reads the topics says it was interrupted and that
+// nothing was verified, exit 130, rather than reporting a read that
+// "stopped short of the last stable offset", which reads as a broker or
+// data fault. A round-trip time on the broker keeps the read going long
+// enough to be interrupted in it.
+func TestVerifyInterruptedWhileReadingSaysSo(t *testing.T) {
+	e := newEnv(t, broker.Config{RTT: 300 * time.Millisecond})
+	e.produce("vr-in", 20_000, 3, 0)
+	e.produce("vr-out", 20_000, 3, 0)
+	v := exec.Command(eosctl, "verify", "--brokers", e.b.Addrs()[0], "--input", "vr-in", "--output", "vr-out")
+	var verr fleet.Buffer
+	v.Stderr = &verr
+	if err := v.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(30*time.Second, "verify reads", func() (bool, string) {
+		return strings.Contains(verr.String(), "reading 20000 offsets of vr-in and 20000 of vr-out to their last stable offsets"), verr.String()
+	})
+	code, last := interrupt(t, v, &verr)
+	if want := "eosctl: interrupted while reading vr-in and vr-out: nothing was verified"; code != 130 || last != want {
+		t.Fatalf("verify: exit %d, stderr %q; want exit 130 and %q", code, verr.String(), want)
+	}
+}
