@@ -34,6 +34,11 @@ type Config struct {
 	// into a new or empty topic, the next Count keys after the highest
 	// one already there otherwise (see [NextKey]).
 	Count int64
+	// Values, if set, are the record values to write instead of [Value]'s
+	// JSON, in order (one per line of a text file, say); Count must then
+	// be len(Values) and Size is not used. Keys are the same sequence
+	// numbers, so verify judges a copy of them as of any other input.
+	Values [][]byte
 	// Size is the exact size in bytes of every record value, see [Value].
 	// If it is smaller than a record's minimal encoding the value is not
 	// padded; 0 therefore means minimal values.
@@ -74,6 +79,8 @@ func (c Config) Validate() error {
 		return eos.BadConfig("datagen.Config.Topic", "%w", err)
 	}
 	switch {
+	case c.Values != nil && c.Count != int64(len(c.Values)):
+		return eos.BadConfig("datagen.Config.Count", "must be len(Values), %d, got %d", len(c.Values), c.Count)
 	case c.Count <= 0:
 		return eos.BadConfig("datagen.Config.Count", "must be positive, got %d", c.Count)
 	case c.Size < 0:
@@ -159,10 +166,16 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 			break
 		}
 		ts, key := time.Now(), res.FirstKey+i
+		var value []byte
+		if cfg.Values != nil {
+			value = cfg.Values[i]
+		} else {
+			value = Value(key, ts, cfg.Size)
+		}
 		cl.Produce(pctx, &kgo.Record{
 			Topic:     cfg.Topic,
 			Key:       strconv.AppendInt(nil, key, 10),
-			Value:     Value(key, ts, cfg.Size),
+			Value:     value,
 			Timestamp: ts,
 		}, promise)
 	}

@@ -3,6 +3,7 @@ package datagen
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"strconv"
 	"strings"
@@ -266,5 +267,36 @@ func TestUserAmount(t *testing.T) {
 	}
 	if Amount(1) != 91.9 {
 		t.Errorf("Amount(1) = %v, want 91.9", Amount(1))
+	}
+}
+
+// Every line is one record, empty lines and a last line without a newline
+// included, so that no text is dropped; keys continue the sequence.
+func TestProduceLines(t *testing.T) {
+	lines, err := Lines(strings.NewReader("the quick fox\r\n\nlazy dog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%q", lines); got != `["the quick fox" "" "lazy dog"]` {
+		t.Fatalf("Lines = %s", got)
+	}
+	ctx := testContext(t)
+	c := newCluster(t)
+	cl := newClient(t, c)
+	if _, err := Produce(ctx, cl, Config{Topic: "text", Count: 2, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Produce(ctx, cl, Config{Topic: "text", Count: 3, Values: lines, Partitions: 1})
+	if err != nil || res.FirstKey != 2 || res.Records != 3 {
+		t.Fatalf("Produce(lines) = %+v, %v; want 3 records from key 2", res, err)
+	}
+	recs := readAll(t, ctx, c, "text", 5)
+	for i, r := range recs[2:] {
+		if string(r.Key) != strconv.Itoa(i+2) || string(r.Value) != string(lines[i]) {
+			t.Errorf("record %d: key %s value %q, want key %d value %q", i, r.Key, r.Value, i+2, lines[i])
+		}
+	}
+	if err := (Config{Topic: "text", Count: 2, Values: lines, Partitions: 1}).Validate(); err == nil {
+		t.Error("Count 2 with 3 values validated")
 	}
 }
