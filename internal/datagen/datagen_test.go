@@ -3,8 +3,8 @@ package datagen
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
