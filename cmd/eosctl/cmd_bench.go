@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
-	"github.com/eosctl/eos/bench"
+	"github.com/eosctl/eos/cmd/eosctl/internal/bench"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/spf13/cobra"

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/eosctl/eos"
-	"github.com/eosctl/eos/bench"
+	"github.com/eosctl/eos/cmd/eosctl/internal/bench"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/sink"
 )

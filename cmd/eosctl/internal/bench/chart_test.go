@@ -11,7 +11,7 @@ import (
 // image's edges: the right-hand panel's legend, right-aligned, ran its line
 // glyphs into the right edge of the PNG, where they looked clipped.
 func TestChartKeepsClearOfTheEdges(t *testing.T) {
-	b, err := os.ReadFile("../docs/bench.json")
+	b, err := os.ReadFile("../../../../docs/bench.json")
 	if err != nil {
 		t.Fatal(err)
 	}
