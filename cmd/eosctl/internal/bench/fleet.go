@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/eosctl/eos/internal/supervise"
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/cmd/eosctl/internal/fleet"
 	"github.com/eosctl/eos/internal/datagen"
-	"github.com/eosctl/eos/internal/fleet"
 )
 
 // consume --wait-for waits for a topic that does not exist yet and for

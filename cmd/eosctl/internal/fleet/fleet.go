@@ -19,10 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
-	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"

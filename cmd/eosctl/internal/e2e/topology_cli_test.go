@@ -120,7 +120,7 @@ func TestETLRunWritesOutputsAndNamedDeadLetterTopic(t *testing.T) {
 	if err := e.cl.ProduceSync(e.ctx, poison...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := filepath.Abs("../../topologies/examples/etl-big-orders.yaml")
+	cfg, err := filepath.Abs("../../../../topologies/examples/etl-big-orders.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/cmd/eosctl/internal/fleet"
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/eosctltest"
-	"github.com/eosctl/eos/internal/fleet"
-	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"

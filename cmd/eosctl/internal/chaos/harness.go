@@ -3,7 +3,7 @@
 // processes, each scenario judged by verify (read_committed, after the
 // faults) and by a read_committed reader running during them.
 //
-// `go test ./internal/chaos/` runs every scenario in a short form (with
+// `go test ./cmd/eosctl/internal/chaos/` runs every scenario in a short form (with
 // -short only three of them, chaos_test.go's inShort); `eosctl chaos`
 // (and `make chaos`) runs the long form and prints the table published in
 // RELIABILITY.md.
@@ -24,10 +24,10 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/cmd/eosctl/internal/fleet"
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/internal/admin"
-	"github.com/eosctl/eos/internal/fleet"
 	"github.com/eosctl/eos/internal/kafkacluster"
-	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"

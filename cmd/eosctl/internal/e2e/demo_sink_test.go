@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/eosctl/eos/internal/demo"
+	"github.com/eosctl/eos/cmd/eosctl/internal/demo"
 	"github.com/eosctl/eos/internal/testenv"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/internal/supervise"
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/internal/testenv"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/internal/demo"
-	"github.com/eosctl/eos/internal/fleet"
+	"github.com/eosctl/eos/cmd/eosctl/internal/demo"
+	"github.com/eosctl/eos/cmd/eosctl/internal/fleet"
 )
 
 func runDemo(t *testing.T, scenario string) *demo.Report {

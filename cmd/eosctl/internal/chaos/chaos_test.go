@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosctl/eos/cmd/eosctl/internal/fleet"
 	"github.com/eosctl/eos/internal/eosctltest"
-	"github.com/eosctl/eos/internal/fleet"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/testbroker"
@@ -67,7 +67,7 @@ func TestScenariosPreserveExactlyOnce(t *testing.T) {
 	var results []*Result
 	defer func() {
 		var b bytes.Buffer
-		WriteTable(&b, results, "EOS_TEST_BROKER="+string(testbroker.FromEnv())+" go test ./internal/chaos/ -run TestScenariosPreserveExactlyOnce -v")
+		WriteTable(&b, results, "EOS_TEST_BROKER="+string(testbroker.FromEnv())+" go test ./cmd/eosctl/internal/chaos/ -run TestScenariosPreserveExactlyOnce -v")
 		t.Logf("short form:\n%s", b.String())
 	}()
 	for _, s := range Scenarios() {

@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/seed"
-	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -25,7 +25,7 @@ type Size struct {
 	Faults  int   // faults to inject (kills, bounces, moves, drops)
 }
 
-// Short is the size `go test ./internal/chaos/` uses.
+// Short is the size `go test ./cmd/eosctl/internal/chaos/` uses.
 var Short = Size{Records: 40_000, Rate: 10_000, Faults: 3}
 
 // Long is the size `eosctl chaos` uses by default.

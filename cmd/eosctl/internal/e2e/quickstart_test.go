@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/eosctl/eos/internal/quickstart"
+	"github.com/eosctl/eos/cmd/eosctl/internal/quickstart"
 	"github.com/eosctl/eos/internal/testenv"
 )
 

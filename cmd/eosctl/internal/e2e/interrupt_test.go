@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/cmd/eosctl/internal/fleet"
 	"github.com/eosctl/eos/internal/admin"
-	"github.com/eosctl/eos/internal/fleet"
 )
 
 // SIGINT during produce, quickstart and verify's wait exits with the

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/seed"
-	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/datagen"
-	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/reconcile"
 	"github.com/eosctl/eos/sink"
 	"github.com/twmb/franz-go/pkg/kadm"

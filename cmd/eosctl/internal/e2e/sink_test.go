@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/internal/dbtest"
 	"github.com/eosctl/eos/internal/seed"
-	"github.com/eosctl/eos/internal/supervise"
 	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/sink"
