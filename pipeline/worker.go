@@ -13,7 +13,7 @@ import (
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/testhook"
-	"github.com/eosctl/eos/txn"
+	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"

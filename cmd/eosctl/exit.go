@@ -7,8 +7,8 @@ import (
 
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
+	"github.com/eosctl/eos/internal/txn"
 	"github.com/eosctl/eos/sink"
-	"github.com/eosctl/eos/txn"
 )
 
 // Exit codes, documented in docs/cli.md and in `eosctl --help`.

@@ -1,7 +1,8 @@
 // Package txn owns the lifecycle of one worker's transactions, for package
-// pipeline's Worker and any loop of its own on a transactional franz-go
-// client: opening the transactional client, beginning and ending
-// transactions, and deciding what an error means for exactly-once.
+// pipeline's Worker: opening the
+// transactional client, beginning and ending transactions, and deciding what
+// an error means for exactly-once. It is internal because a Go user runs
+// transactions through pipeline, whose errors carry these classes.
 //
 // The classification is the heart of it. Most Kafka errors are retried inside
 // the client; the ones that reach this package fall in four classes, and each
