@@ -20,16 +20,18 @@
 package fencing
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/eosctl/eos"
 )
 
 // MaxNameLen is the longest name Kafka accepts for a topic, and the bound eos
 // applies to group ids and transactional ids so they can be used anywhere.
 const MaxNameLen = 249
 
-// ErrInvalidName is wrapped by every validation error from this package.
-var ErrInvalidName = errors.New("invalid name")
+// ErrInvalidName is wrapped by every validation error from this package;
+// it matches eos.ErrConfig too.
+var ErrInvalidName = eos.Sentinel("invalid name", eos.ErrConfig)
 
 // ValidateName checks that s is a legal Kafka resource name: 1 to 249 bytes
 // of ASCII letters, digits, '.', '_' and '-', and not "." or "..". what names

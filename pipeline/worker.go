@@ -198,11 +198,11 @@ func New(cfg Config, t Transform) (*Worker, error) {
 		setting string
 		v       time.Duration
 	}{
-		{"CommitInterval", cfg.CommitInterval}, {"SessionTimeout", cfg.SessionTimeout},
-		{"TransactionTimeout", cfg.TransactionTimeout}, {"InputWait", cfg.InputWait},
+		{"pipeline.Config.CommitInterval", cfg.CommitInterval}, {"pipeline.Config.SessionTimeout", cfg.SessionTimeout},
+		{"pipeline.Config.TransactionTimeout", cfg.TransactionTimeout}, {"pipeline.Config.InputWait", cfg.InputWait},
 	} {
 		if d.v < 0 {
-			return nil, eos.BadConfig("pipeline.Config."+d.setting, "must not be negative, got %s", d.v)
+			return nil, eos.BadConfig(d.setting, "must not be negative, got %s", d.v)
 		}
 	}
 	if err := validateAuto(&cfg); err != nil {
@@ -512,7 +512,7 @@ func (w *Worker) leave() {
 		return
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(w.cfg.App).InstanceIDs(w.id).Reason("eosctl shutdown"))
+	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(w.cfg.App).InstanceIDs(w.id).Reason("worker shutdown"))
 	if err == nil {
 		err = resp.Error()
 	}

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -113,6 +114,9 @@ func (e *AuthError) Error() string {
 // Unwrap returns Kafka's error.
 func (e *AuthError) Unwrap() error { return e.Err }
 
+// Is reports whether target is eos.ErrAuth, the library's word for this.
+func (e *AuthError) Is(target error) bool { return target == eos.ErrAuth }
+
 // Denied wraps err in an AuthError naming op on the resource if err is an
 // authorization failure, and returns err unchanged otherwise. A failure that
 // is already an AuthError is kept as it is.
@@ -128,4 +132,19 @@ func Denied(err error, op, resourceType, resource string) error {
 		return &AuthError{Operation: "IDEMPOTENT_WRITE", ResourceType: "Cluster", Resource: "kafka-cluster", Err: err}
 	}
 	return &AuthError{Operation: op, ResourceType: resourceType, Resource: resource, Err: err}
+}
+
+// Word returns the library's word (eos.ErrFenced, eos.ErrAuth) for a raw
+// Kafka error that has not been wrapped in one yet, such as an admin
+// request's TOPIC_AUTHORIZATION_FAILED, and nil for any other error: so a
+// caller's errors.Is table covers the errors that come straight from
+// franz-go too, classified here, in the one place that classifies them.
+func Word(err error) error {
+	switch Classify(err) {
+	case Fenced:
+		return eos.ErrFenced
+	case Auth:
+		return eos.ErrAuth
+	}
+	return nil
 }
