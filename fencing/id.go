@@ -72,9 +72,15 @@ func TransactionalID(app, instance string) (string, error) {
 	if err := ValidateName("instance id", instance); err != nil {
 		return "", err
 	}
-	id := app + "-" + instance
+	id := ID(app, instance)
 	if len(id) > MaxNameLen {
 		return "", fmt.Errorf("transactional.id %q (from the app name and the instance id) is %d bytes long, more than %d: %w", id, len(id), MaxNameLen, ErrInvalidName)
 	}
 	return id, nil
 }
+
+// ID is the transactional.id of instance of app, unvalidated: the one place
+// that knows its shape, "APP-INSTANCE", for labels and log lines about
+// workers whose names TransactionalID has already accepted. Use
+// TransactionalID for a name that came from a user.
+func ID(app, instance string) string { return app + "-" + instance }

@@ -447,7 +447,7 @@ func (c *Config) validate() error {
 	// The auto settings are the pipeline's; let it judge them.
 	probe := pipeline.Config{App: "bench", Instance: "0", Inputs: []string{"in"}, Output: "out",
 		AutoInterval: true, OverheadBudget: c.OverheadBudget, MaxCommitInterval: c.MaxCommitInterval}
-	if _, err := pipeline.New(probe, pipeline.TransformFunc(nil)); err != nil {
+	if err := probe.Validate(); err != nil {
 		// Name the bench's field, which has the pipeline's name.
 		var ce *eos.ConfigError
 		if errors.As(err, &ce) && strings.HasPrefix(ce.Setting, "pipeline.Config.") {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -237,7 +239,7 @@ func coordinatorLoss(ctx context.Context, h *harness, sz Size, res *Result, w wo
 	err := runWith(ctx, h, sz, res, w, "moves", 6, 2, nil, func() error {
 		for i := range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults))
-			id := fmt.Sprintf("moves-%d", i%2)
+			id := fencing.ID("moves", strconv.Itoa(i%2))
 			admin.WaitOngoing(ctx, h.Client, id, 2*time.Second)
 			node, err := h.txnCoordinator(ctx, id)
 			if err != nil {
@@ -278,7 +280,7 @@ func networkPartition(ctx context.Context, h *harness, sz Size, res *Result, w w
 	err := runWith(ctx, h, paced, res, w, "partition", 6, 2, []string{"--request-timeout", "5s"}, func() error {
 		for i := range sz.Faults {
 			time.Sleep(2 * time.Second)
-			id := fmt.Sprintf("partition-%d", i%2)
+			id := fencing.ID("partition", strconv.Itoa(i%2))
 			admin.WaitOngoing(ctx, h.Client, id, 2*time.Second)
 			node, err := h.txnCoordinator(ctx, id)
 			if err != nil {

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/internal/seed"
@@ -463,7 +465,7 @@ func txnTimeout(ctx context.Context, h *harness, sz Size, res *Result, w workloa
 	err := runWith(ctx, h, paced, res, w, "timeout", 4, 2, []string{"--transaction-timeout", "2s", "--session-timeout", "10s"}, func() error {
 		for i := range sz.Faults {
 			time.Sleep(time.Second)
-			name := fmt.Sprintf("timeout-%d", i%2)
+			name := fencing.ID("timeout", strconv.Itoa(i%2))
 			if admin.WaitOngoing(ctx, h.Client, name, 2*time.Second) {
 				open++
 			}
@@ -507,7 +509,7 @@ func singlePartitionOrder(ctx context.Context, h *harness, sz Size, res *Result,
 	return runWith(ctx, h, sz, res, w, "order", 1, 2, nil, func() error {
 		for i := range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults))
-			name := fmt.Sprintf("order-%d", h.rng.IntN(2))
+			name := fencing.ID("order", strconv.Itoa(h.rng.IntN(2)))
 			if err := h.KillAndRestart(ctx, name); err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/verify"
@@ -133,7 +134,7 @@ loop:
 				prevOut, prevAt = got, now
 			}
 			for i, addr := range addrs {
-				if p := h.Worker(fmt.Sprintf("%s-%d", app, i)); p != nil {
+				if p := h.Worker(fencing.ID(app, strconv.Itoa(i))); p != nil {
 					s.RSSBytes += rss(p.PID())
 				}
 				s.Goroutines += goroutines(addr)

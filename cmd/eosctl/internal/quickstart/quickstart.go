@@ -17,6 +17,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
+	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
@@ -233,7 +234,7 @@ func (f *fleet) killLoop(ctx context.Context, cl *kgo.Client, say func(string, .
 			return err
 		}
 		i := f.rng.IntN(len(f.procs))
-		id := app + "-" + strconv.Itoa(i)
+		id := fencing.ID(app, strconv.Itoa(i))
 		mid := admin.WaitOngoing(ctx, cl, id, 2*time.Second)
 		f.procs[i].Kill()
 		f.kills++

@@ -3,6 +3,8 @@ package supervise
 import (
 	"strconv"
 	"time"
+
+	"github.com/eosctl/eos/fencing"
 )
 
 // Worker is the command line of one `eosctl run` worker process: the one
@@ -42,7 +44,7 @@ type Worker struct {
 
 // Name is "APP-INSTANCE", the worker's transactional.id and a good label
 // for its process.
-func (w Worker) Name() string { return w.App + "-" + strconv.Itoa(w.Instance) }
+func (w Worker) Name() string { return fencing.ID(w.App, strconv.Itoa(w.Instance)) }
 
 // Args returns the arguments of `eosctl` that start the worker.
 func (w Worker) Args() []string {
