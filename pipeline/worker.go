@@ -303,11 +303,11 @@ func (w *Worker) clientOpts() []kgo.Opt {
 		kgo.InstanceID(w.id),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
 		// kgo heartbeats every 3s by default, whatever the session timeout:
-		// with a 3s session a member on a busy machine expired between two
-		// heartbeats, and Apache Kafka then answered its next request with
-		// UNKNOWN_MEMBER_ID and rebalanced, every few seconds (the embedded
-		// broker checks sessions more leniently and never showed it).
-		// Kafka's rule is at most a third of the session.
+		// with a short session a member on a busy machine can expire
+		// between two heartbeats, and Apache Kafka then answers its next
+		// request with UNKNOWN_MEMBER_ID and rebalances (the embedded
+		// broker checks sessions more leniently). Kafka's rule is at most a
+		// third of the session.
 		kgo.HeartbeatInterval(min(3*time.Second, w.cfg.SessionTimeout/3)),
 		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
 		// No RecordDeliveryTimeout: kgo measures it from each record's
