@@ -9,19 +9,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/pipeline"
-	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // The aggregate topology's runs differ from the copies' in four ways:
 //
-//   - The backlog is verify.NewAggregateInput (orders with late records and
+//   - The backlog is aggcheck.NewInput (orders with late records and
 //     poison pills, whose exact windows and dead letters are known), written
 //     once and drained by every run, like a copy's backlog.
 //   - Each run has a second input topic, <run>-hb, for the heartbeats that
-//     close the last windows (verify.AggregateInput.Heartbeats). They cannot
+//     close the last windows (aggcheck.Input.Heartbeats). They cannot
 //     go into the shared backlog: a heartbeat is ten hours of event time
 //     ahead, and one read from a partition before another partition's
 //     orders reached the same repartition partition would make those orders
@@ -33,7 +33,7 @@ import (
 //     consumed (eos's count includes the repartition topic's records, and
 //     eos pre-aggregates them, so its count means something else than a
 //     copy's).
-//   - The judgement is verify.JudgeAggregate after the heartbeats (every
+//   - The judgement is aggcheck.Judge after the heartbeats (every
 //     window's final result and every dead letter once and exactly right),
 //     and there is no latency phase: a window's result is written when the
 //     window closes, ten minutes of event time (the grace period) after its
@@ -48,7 +48,7 @@ const topologyAggregate = "aggregate"
 const aggregateSeed = 14
 
 // aggregateWindow and aggregateGrace are the window of
-// verify.AggregateConfig, which the Kafka Streams peer is given as flags
+// aggcheck.Config, which the Kafka Streams peer is given as flags
 // (its defaults are the same; the flags keep them from drifting apart
 // silently). TestAggregateWindowIsVerifysConfig holds them to it.
 const (
@@ -60,11 +60,11 @@ const (
 // group has caught up: the resolution of its drain time.
 const aggregatePoll = 25 * time.Millisecond
 
-// writeAggregateConfig writes verify.AggregateConfig into dir, for the eos
+// writeAggregateConfig writes aggcheck.Config into dir, for the eos
 // workers' --config (or topologies.Options.Config in process).
 func writeAggregateConfig(dir string) (string, error) {
 	path := filepath.Join(dir, "aggregate.yaml")
-	if err := os.WriteFile(path, []byte(verify.AggregateConfig), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(aggcheck.Config), 0o644); err != nil {
 		return "", fmt.Errorf("bench: writing the aggregate configuration: %w", err)
 	}
 	return path, nil
@@ -76,7 +76,7 @@ func (b *bencher) produceAggregateInput(ctx context.Context, topic string) error
 	if err := b.createTopic(ctx, topic, false); err != nil {
 		return err
 	}
-	in := verify.NewAggregateInput(topic, int(b.cfg.records(0)), aggregateSeed)
+	in := aggcheck.NewInput(topic, int(b.cfg.records(0)), aggregateSeed)
 	var bytes int
 	for _, r := range in.Records {
 		bytes += len(r.Value)
@@ -223,7 +223,7 @@ func (b *bencher) finishAggregate(ctx context.Context, res *RunResult, job copyJ
 			return err
 		}
 	}
-	rep, err := verify.JudgeAggregate(ctx, b.opts, verify.AggregateTopics{Input: job.inputs[0], Output: job.output,
+	rep, err := aggcheck.Judge(ctx, b.opts, aggcheck.Topics{Input: job.inputs[0], Output: job.output,
 		DeadLetters: job.dlq, Timeout: b.cfg.RunTimeout})
 	if err != nil {
 		return fmt.Errorf("judging the aggregate: %w", err)

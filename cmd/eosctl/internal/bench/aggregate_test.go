@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/internal/eosctltest"
-	"github.com/eosctl/eos/verify"
 )
 
 // aggregateConfig is a tiny aggregate benchmark: a few thousand orders,
@@ -32,10 +32,10 @@ func aggregateConfig() Config {
 }
 
 // `eosctl bench --topology aggregate --modes eos` on the embedded broker:
-// the eos worker gets verify.AggregateConfig through --config (a child
+// the eos worker gets aggcheck.Config through --config (a child
 // process, as eosctl bench runs it) or topologies.Options (in process),
-// drains verify.AggregateInput, the heartbeats close every window, and
-// verify.JudgeAggregate finds every window and dead letter exactly once.
+// drains aggcheck.Input, the heartbeats close every window, and
+// aggcheck.Judge finds every window and dead letter exactly once.
 // Throughput, CPU and RSS are measured; e2e latency is not (no latency
 // phase), and the table says "-" for it rather than 0.
 func TestAggregateBenchJudgesEveryWindowExactlyOnce(t *testing.T) {
@@ -108,7 +108,7 @@ func TestAggregateBadConfigurationsNameTheirField(t *testing.T) {
 		"baseline": {func(c *Config) { c.Modes = []Mode{ModeBaseline, ModeEOS} }, "bench.Config.Modes", "stateless copy loop"},
 		"bare":     {func(c *Config) { c.Modes = []Mode{ModeBare, ModeEOS} }, "bench.Config.Modes", "the bare mode is a stateless copy loop"},
 		"sizes":    {func(c *Config) { c.Sizes = []int{100} }, "bench.Config.Sizes", "leave the sizes empty"},
-		"records":  {func(c *Config) { c.Records = verify.AggregateMaxRecords + 1 }, "bench.Config.Records", "at most 600000"},
+		"records":  {func(c *Config) { c.Records = aggcheck.MaxRecords + 1 }, "bench.Config.Records", "at most 600000"},
 		"kstreams wordcount": {func(c *Config) {
 			c.Topology, c.Modes, c.Brokers = "wordcount", []Mode{ModeEOS, ModeKStreams}, []string{"k:9092"}
 		}, "bench.Config.Topology", "passthrough and aggregate topologies"},
@@ -127,12 +127,12 @@ func TestAggregateBadConfigurationsNameTheirField(t *testing.T) {
 	}
 }
 
-// The Kafka Streams peer is given the window of verify.AggregateConfig,
+// The Kafka Streams peer is given the window of aggcheck.Config,
 // which eos reads from the file the bench writes: the two must not drift.
 func TestAggregateWindowIsVerifysConfig(t *testing.T) {
 	for _, want := range []string{"size: " + aggregateWindow.String(), "grace: " + strings.TrimSuffix(aggregateGrace.String(), "0s")} {
-		if !strings.Contains(verify.AggregateConfig, want) {
-			t.Errorf("verify.AggregateConfig lacks %q: the kstreams peer's window flags differ from eos's configuration:\n%s", want, verify.AggregateConfig)
+		if !strings.Contains(aggcheck.Config, want) {
+			t.Errorf("aggcheck.Config lacks %q: the kstreams peer's window flags differ from eos's configuration:\n%s", want, aggcheck.Config)
 		}
 	}
 }

@@ -27,10 +27,10 @@
 // partition; an exactly-once mode that fails the check fails the benchmark.
 //
 // The aggregate topology (Config.Topology "aggregate", modes eos and
-// kstreams only) runs under verify.AggregateConfig, which the bench writes
-// to a file for the eos workers' --config, on verify.AggregateInput; the
+// kstreams only) runs under aggcheck.Config, which the bench writes
+// to a file for the eos workers' --config, on aggcheck.Input; the
 // heartbeats that close the last windows go to a per-run second input once
-// the drain is over, and the judgement is verify.JudgeAggregate (every
+// the drain is over, and the judgement is aggcheck.Judge (every
 // window's final result and every dead letter exactly once and exactly
 // right). Its drain ends when the group has consumed the backlog and the
 // repartition topic, as read from the broker, and it has no latency phase:
@@ -61,9 +61,9 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
-	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -185,14 +185,14 @@ type Config struct {
 	// Intervals to sweep; default 10ms, 100ms, 1s.
 	Intervals []Interval
 	// Sizes are record value sizes in bytes; default 100 and 1024. The
-	// aggregate topology takes none: its input is verify.AggregateInput's
+	// aggregate topology takes none: its input is aggcheck.Input's
 	// JSON orders, and its cells have size 0.
 	Sizes []int
 	// Records is the backlog each run drains, per size; 0 picks a count
 	// that lasts a few seconds at this machine's expected throughput
 	// (DefaultRecords). For the aggregate topology it is the regular
-	// orders of verify.NewAggregateInput, at most
-	// verify.AggregateMaxRecords, default DefaultAggregateRecords; the
+	// orders of aggcheck.NewInput, at most
+	// aggcheck.MaxRecords, default DefaultAggregateRecords; the
 	// input adds a late record per 1000 and a poison pill per 997, and the
 	// reported records count them too.
 	Records int64
@@ -204,10 +204,10 @@ type Config struct {
 	// Repeat is the number of rounds; default 3.
 	Repeat int
 	// Topology is passthrough (the default; every run judged as a copy) or
-	// aggregate (judged by verify.JudgeAggregate); the other built-in
+	// aggregate (judged by aggcheck.Judge); the other built-in
 	// topologies have no judge here.
-	// The aggregate topology runs under verify.AggregateConfig on
-	// verify.AggregateInput and is judged by verify.JudgeAggregate; see
+	// The aggregate topology runs under aggcheck.Config on
+	// aggcheck.Input and is judged by aggcheck.Judge; see
 	// the package documentation.
 	Topology string
 
@@ -346,10 +346,10 @@ func (c *Config) validate() error {
 		c.Topology = "passthrough"
 	}
 	if c.Topology == topologyAggregate {
-		// The input is verify.AggregateInput's JSON orders, whose size is
+		// The input is aggcheck.Input's JSON orders, whose size is
 		// theirs; the one cell of each interval has size 0.
 		if slices.ContainsFunc(c.Sizes, func(s int) bool { return s != 0 }) {
-			return eos.BadConfig("bench.Config.Sizes", "the aggregate topology's input is verify.AggregateInput's JSON orders (about 50 bytes each), not records of a chosen size: leave the sizes empty, not %v", c.Sizes)
+			return eos.BadConfig("bench.Config.Sizes", "the aggregate topology's input is aggcheck.Input's JSON orders (about 50 bytes each), not records of a chosen size: leave the sizes empty, not %v", c.Sizes)
 		}
 		c.Sizes = []int{0}
 	}
@@ -410,14 +410,14 @@ func (c *Config) validate() error {
 	}
 	if c.Topology != "passthrough" && c.Topology != topologyAggregate {
 		// Every run is judged before its figures count: a copy by
-		// verify.Run, an aggregate by verify.JudgeAggregate. etl and
+		// verify.Run, an aggregate by aggcheck.Judge. etl and
 		// wordcount output is neither, so a run could not be told from a
 		// broken one.
 		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough and aggregate topologies, whose output it can judge exactly once; %s's output has no judge here", c.Topology)
 	}
 	if c.Topology == topologyAggregate {
-		if c.Records > verify.AggregateMaxRecords {
-			return eos.BadConfig("bench.Config.Records", "the aggregate input holds at most %d regular records (verify.AggregateMaxRecords: more would span its grace period, and regular records could be late), got %d", verify.AggregateMaxRecords, c.Records)
+		if c.Records > aggcheck.MaxRecords {
+			return eos.BadConfig("bench.Config.Records", "the aggregate input holds at most %d regular records (aggcheck.MaxRecords: more would span its grace period, and regular records could be late), got %d", aggcheck.MaxRecords, c.Records)
 		}
 		for _, m := range c.Modes {
 			if m != ModeEOS && m != ModeKStreams {
@@ -467,7 +467,7 @@ func (c *Config) validate() error {
 // DefaultAggregateRecords is the number of regular records of the
 // aggregate input when Config.Records is 0: seconds of draining for eos and
 // tens of seconds for Kafka Streams on a 2-core machine, well within
-// verify.AggregateMaxRecords.
+// aggcheck.MaxRecords.
 const DefaultAggregateRecords = 200_000
 
 // records returns the backlog of a run with record size size: for the

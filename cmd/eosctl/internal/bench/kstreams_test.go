@@ -23,7 +23,7 @@ import (
 // verified exactly once, Kafka Streams' throughput, end-to-end latency, CPU
 // and peak RSS measured (not zero), its commit figures absent (0 in the
 // report, "-" in the table), and the peer's jar reused by a second build;
-// then both run the aggregate topology on verify.AggregateInput, every
+// then both run the aggregate topology on aggcheck.Input, every
 // window and dead letter of both judged exactly once.
 // On the embedded broker the kstreams mode is a configuration error naming
 // bench.Config.Modes, before anything starts: Kafka Streams is measured on
@@ -100,7 +100,7 @@ func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
 		t.Errorf("the table has no kstreams column, or its kstreams row shows commit figures:\n%s", table.String())
 	}
 
-	// The aggregate: the same two modes on verify.AggregateInput, every
+	// The aggregate: the same two modes on aggcheck.Input, every
 	// window and dead letter of both judged exactly once, no e2e latency.
 	agg := aggregateConfig()
 	agg.Modes, agg.Brokers, agg.Bin, agg.Records, agg.RunTimeout = cfg.Modes, cfg.Brokers, bin, 20_000, 3*time.Minute

@@ -72,7 +72,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintln(w, "kstreams: Kafka Streams (exactly_once_v2) as one JVM per worker; its progress is its group's committed offsets read from the broker, so it has no txn/s, commit timings or overhead (-); its CPU counts from when each JVM reached RUNNING")
 	}
 	if p.Topology == topologyAggregate {
-		fmt.Fprintln(w, "aggregate: verify.AggregateInput (orders, late records, poison pills; size -), judged by verify.JudgeAggregate (every window and dead letter exactly once); rec/s counts input records until the group had consumed the input and the repartition topic; no e2e latency (-): a window's result is written when its grace period has passed in event time, so the delay from an order to its result is the input's, not the processor's")
+		fmt.Fprintln(w, "aggregate: aggcheck.Input (orders, late records, poison pills; size -), judged by aggcheck.Judge (every window and dead letter exactly once); rec/s counts input records until the group had consumed the input and the repartition topic; no e2e latency (-): a window's result is written when its grace period has passed in event time, so the delay from an order to its result is the input's, not the processor's")
 	}
 	if p.TopicPrefix != "" {
 		fmt.Fprintf(w, "topics and groups %s-* were created on %s for this run and deleted\n", p.TopicPrefix, strings.Join(p.Brokers, ","))

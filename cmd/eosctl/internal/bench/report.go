@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eosctl/eos/verify"
+	"github.com/eosctl/eos/internal/aggcheck"
 )
 
 // Report is everything a benchmark measured, shaped for scripts as
@@ -108,10 +108,10 @@ type RunResult struct {
 	Verified   bool  `json:"verified"`
 	Duplicates int64 `json:"duplicates"`
 	Missing    int64 `json:"missing"`
-	// Aggregate is the aggregate topology's judgement (verify.JudgeAggregate),
+	// Aggregate is the aggregate topology's judgement (aggcheck.Judge),
 	// nil for the other topologies; Verified is its OK, Duplicates and
 	// Missing its windows' and dead letters' twice and missing counts.
-	Aggregate *verify.AggregateReport `json:"aggregate,omitempty"`
+	Aggregate *aggcheck.Report `json:"aggregate,omitempty"`
 }
 
 // Cell is one (interval, size) of the sweep: medians over rounds of every

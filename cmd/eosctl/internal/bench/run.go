@@ -14,6 +14,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/verify"
@@ -82,7 +83,7 @@ type bencher struct {
 	// The aggregate topology's configuration file, input and its mean
 	// record size; see aggregate.go.
 	aggConfig    string
-	aggInput     *verify.AggregateInput
+	aggInput     *aggcheck.Input
 	aggMeanBytes float64
 }
 
@@ -364,7 +365,7 @@ func (b *bencher) awaitStable(ctx context.Context, topic string) error {
 }
 
 // createTopic creates topic for a run. keep turns time-based retention off:
-// the aggregate's results carry their window's end, verify.AggregateInput's
+// the aggregate's results carry their window's end, aggcheck.Input's
 // 2023 event time, as their timestamp, and a cluster's retention.ms (7 days
 // by default) would delete them at its next retention check, before the
 // judge reads them. The bench deletes its topics at the end either way.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eosctl/eos/verify"
+	"github.com/eosctl/eos/internal/aggcheck"
 )
 
 // WriteTable writes results as the Markdown tables of RELIABILITY.md: the
@@ -55,7 +55,7 @@ func writeStateful(w io.Writer, results []*Result) {
 	fmt.Fprintln(w, "| scenario | input records | faults injected | recovery p50 / max | windows exact / reference | windows twice / missing / wrong / unexpected | dead letters exact / reference | dead letters twice / missing / wrong / unexpected | aborted reads | verdict |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
-		win, dl := verify.Tally{Reference: -1, Exact: -1, Twice: -1, Missing: -1, Wrong: -1, Unexpected: -1}, verify.Tally{}
+		win, dl := aggcheck.Tally{Reference: -1, Exact: -1, Twice: -1, Missing: -1, Wrong: -1, Unexpected: -1}, aggcheck.Tally{}
 		if r.Aggregate != nil {
 			win, dl = r.Aggregate.Windows, r.Aggregate.DeadLetters
 		} else {
@@ -67,7 +67,7 @@ func writeStateful(w io.Writer, results []*Result) {
 
 // tallyCells renders a tally as two cells: exact / reference, and twice /
 // missing / wrong / unexpected.
-func tallyCells(t verify.Tally) string {
+func tallyCells(t aggcheck.Tally) string {
 	return fmt.Sprintf("%d / %d | %d / %d / %d / %d", t.Exact, t.Reference, t.Twice, t.Missing, t.Wrong, t.Unexpected)
 }
 

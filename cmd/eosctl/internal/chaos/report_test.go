@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/verify"
 )
 
@@ -16,7 +17,7 @@ func TestStatefulRowsReportTheirJudge(t *testing.T) {
 	exact := func() *Result {
 		return &Result{
 			Scenario: "aggregate-x", Topology: topologyAggregate, Records: 20040, Faults: "3 faults",
-			Aggregate: &verify.AggregateReport{Windows: verify.Tally{Reference: 1600, Read: 1600, Exact: 1600}, DeadLetters: verify.Tally{Reference: 40, Read: 40, Exact: 40}},
+			Aggregate: &aggcheck.Report{Windows: aggcheck.Tally{Reference: 1600, Read: 1600, Exact: 1600}, DeadLetters: aggcheck.Tally{Reference: 40, Read: 40, Exact: 40}},
 			Tail:      &verify.TailReport{Records: 1600, Keys: 1600}, DeadLetterTail: &verify.TailReport{Records: 40, Keys: 40},
 		}
 	}

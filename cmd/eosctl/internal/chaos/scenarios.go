@@ -13,6 +13,7 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/verify"
@@ -38,12 +39,12 @@ type Result struct {
 	Scenario string `json:"scenario"`
 	// Topology is what the workers ran: passthrough, judged by Verify, or
 	// aggregate, judged by Aggregate.
-	Topology  string                  `json:"topology"`
-	Records   int64                   `json:"records"`
-	Faults    string                  `json:"faults"`
-	Recovery  []time.Duration         `json:"recovery_ns,omitempty"`
-	Verify    *verify.Report          `json:"verify"`
-	Aggregate *verify.AggregateReport `json:"aggregate,omitempty"`
+	Topology  string           `json:"topology"`
+	Records   int64            `json:"records"`
+	Faults    string           `json:"faults"`
+	Recovery  []time.Duration  `json:"recovery_ns,omitempty"`
+	Verify    *verify.Report   `json:"verify"`
+	Aggregate *aggcheck.Report `json:"aggregate,omitempty"`
 	// Tail read the output during the faults; DeadLetterTail read the
 	// dead-letter topic (aggregate only).
 	Tail           *verify.TailReport `json:"concurrent_reader"`

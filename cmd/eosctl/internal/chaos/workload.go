@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/verify"
 )
@@ -80,12 +81,12 @@ func (c *copying) close() {
 // aggregating runs the aggregate topology with its default repartition step
 // (so state, changelog and repartition topics are all in play) on an input
 // of regular, late and poison records, judged against a reference computed
-// in memory from the input (verify.JudgeAggregate): every window once with
+// in memory from the input (aggcheck.Judge): every window once with
 // its exact count, sum, min, max and avg, every dead letter once. Two
 // concurrent readers watch the results (by window) and the dead letters (by
 // source record).
 type aggregating struct {
-	input       *verify.AggregateInput
+	input       *aggcheck.Input
 	results     *verify.Tail
 	deadLetters *verify.Tail
 }
@@ -95,7 +96,7 @@ const aggregateSeed = 7
 
 func (*aggregating) topology(h *harness) ([]string, error) {
 	cfg := filepath.Join(h.dir, "aggregate.yaml")
-	if err := os.WriteFile(cfg, []byte(verify.AggregateConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(aggcheck.Config), 0o644); err != nil {
 		return nil, fmt.Errorf("writing the aggregate configuration: %w", err)
 	}
 	return []string{topologyAggregate, "--config", cfg}, nil
@@ -109,23 +110,23 @@ func (*aggregating) topology(h *harness) ([]string, error) {
 // broker bounce's slowed transactions, a stateful run of n records takes
 // three times as long as a copy of n.
 func (a *aggregating) produce(ctx context.Context, h *harness, in string, partitions int32, n int64, rate int) (<-chan error, error) {
-	if n/2 > verify.AggregateMaxRecords {
-		return nil, fmt.Errorf("%d records: a stateful scenario takes at most %d (twice verify.AggregateMaxRecords)", n, 2*verify.AggregateMaxRecords)
+	if n/2 > aggcheck.MaxRecords {
+		return nil, fmt.Errorf("%d records: a stateful scenario takes at most %d (twice aggcheck.MaxRecords)", n, 2*aggcheck.MaxRecords)
 	}
 	if _, _, err := admin.EnsureTopic(ctx, h.Client, in, partitions, nil); err != nil {
 		return nil, err
 	}
-	a.input = verify.NewAggregateInput(in, int(n/2), aggregateSeed)
+	a.input = aggcheck.NewInput(in, int(n/2), aggregateSeed)
 	done := make(chan error, 1)
 	go func() { done <- a.input.Produce(ctx, h.Client, (rate+1)/2) }()
 	return done, nil
 }
 
 func (a *aggregating) watch(ctx context.Context, h *harness, app, out string) (err error) {
-	if a.results, err = verify.NewTailBy(ctx, h.Opts, out, verify.AggregateWindowID); err != nil {
+	if a.results, err = verify.NewTailBy(ctx, h.Opts, out, aggcheck.WindowID); err != nil {
 		return err
 	}
-	a.deadLetters, err = verify.NewTailBy(ctx, h.Opts, deadLetterTopic(app), verify.DeadLetterSourceID)
+	a.deadLetters, err = verify.NewTailBy(ctx, h.Opts, deadLetterTopic(app), aggcheck.DeadLetterSourceID)
 	return err
 }
 
@@ -154,7 +155,7 @@ func (a *aggregating) finish(ctx context.Context, h *harness, res *Result, app, 
 		return fmt.Errorf("after the heartbeats: %w", err)
 	}
 	h.Stop(20 * time.Second)
-	rep, err := verify.JudgeAggregate(ctx, h.Opts, verify.AggregateTopics{Input: in, Output: out, DeadLetters: deadLetterTopic(app), Timeout: 2 * time.Minute})
+	rep, err := aggcheck.Judge(ctx, h.Opts, aggcheck.Topics{Input: in, Output: out, DeadLetters: deadLetterTopic(app), Timeout: 2 * time.Minute})
 	if err != nil {
 		return err
 	}

@@ -12,19 +12,19 @@ import (
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/seed"
 	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
-	"github.com/eosctl/eos/verify"
 )
 
 // The windowed aggregate under faults: a worker SIGKILLed at random points
 // (at least 5 times, at least twice while it restores its state from the
 // changelog), scaled 1 → 2 → 1 instances while records flow. The final
 // window results, read with read_committed, equal a reference computed in
-// memory from the input (verify.JudgeAggregate), exactly: every window once, no count twice, none lost.
+// memory from the input (aggcheck.Judge), exactly: every window once, no count twice, none lost.
 // Late records and poison pills are in the dead-letter topic exactly once,
 // naming their original input record.
 func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
@@ -35,15 +35,15 @@ func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
 	)
 	e := newEnv(t, broker.Config{})
 	cfg := filepath.Join(t.TempDir(), "agg.yaml")
-	if err := os.WriteFile(cfg, []byte(verify.AggregateConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(aggcheck.Config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := admin.EnsureTopic(e.ctx, e.cl, "agg-in", 6, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Regular records keyed by sequence number (so the aggregate must
-	// re-key them), late records and poison pills (verify.AggregateInput).
-	in := verify.NewAggregateInput("agg-in", n, 7)
+	// re-key them), late records and poison pills (aggcheck.Input).
+	in := aggcheck.NewInput("agg-in", n, 7)
 	produced := make(chan error, 1)
 	go func() { produced <- in.Produce(e.ctx, e.cl, rate) }()
 	rng := seed.Rand(t) // the kill instants
@@ -126,7 +126,7 @@ func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
 		t.Fatalf("%d SIGKILLs, %d of them while restoring; want at least 5 and %d", kills, duringRestore, wantDuring)
 	}
 
-	rep, err := verify.JudgeAggregate(e.ctx, e.opts, verify.AggregateTopics{Input: "agg-in", Output: "agg-out", DeadLetters: "agg-dlq"})
+	rep, err := aggcheck.Judge(e.ctx, e.opts, aggcheck.Topics{Input: "agg-in", Output: "agg-out", DeadLetters: "agg-dlq"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestAggregateIsExactlyOnceThroughKillsRestoresAndRebalances(t *testing.T) {
 		// once everything has had time to settle.
 		t.Log(e.DescribeOffsets(e.ctx, "agg", "agg-in", "agg-windows-repartition", "agg-windows-changelog", "agg-out", "agg-dlq"))
 		time.Sleep(15 * time.Second)
-		again, err := verify.JudgeAggregate(e.ctx, e.opts, verify.AggregateTopics{Input: "agg-in", Output: "agg-out", DeadLetters: "agg-dlq"})
+		again, err := aggcheck.Judge(e.ctx, e.opts, aggcheck.Topics{Input: "agg-in", Output: "agg-out", DeadLetters: "agg-dlq"})
 		t.Fatalf("%v\n15s later: %v (err %v)", rep, again, err)
 	}
 

@@ -59,9 +59,9 @@ func (e *env) cliJSON(v any, args ...string) {
 	}
 }
 
-func (e *env) scrape(addr string) metrics.Scraped {
+func (e *env) scrape(addr string) testenv.Scraped {
 	e.t.Helper()
-	s, err := metrics.Scrape(e.ctx, "http://"+addr+"/metrics")
+	s, err := testenv.Scrape(e.ctx, "http://"+addr+"/metrics")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestWorkerMetricsEndpointAfterAShortRun(t *testing.T) {
 	}
 	e.waitCaughtUp("met", time.Minute, "met-in")
 
-	var s metrics.Scraped
+	var s testenv.Scraped
 	e.eventually(10*time.Second, "consumer lag gauge at 0 after catching up", func() (bool, string) {
 		s = e.scrape(addr)
 		return s.Series(metrics.ConsumerLag, "topic", "met-in") == 3 && s.Sum(metrics.ConsumerLag) == 0 &&

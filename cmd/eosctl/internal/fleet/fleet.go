@@ -232,7 +232,13 @@ func (f *Fleet) Events() []pipeline.Event {
 func (f *Fleet) Count(kind pipeline.EventKind) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return pipeline.CountEvents(f.events, kind)
+	n := 0
+	for _, e := range f.events {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 // CommitsByInstance counts the committed events of each instance.

@@ -1,4 +1,13 @@
-package verify
+// Package aggcheck is the aggregate topology's test fixture and its judge:
+// an input of regular, late and poison records whose answer is known
+// ([Input], made for the topology configuration [Config]), a reference
+// computed from the input in memory, and [Judge], which reads a run's
+// results and dead letters with read_committed and compares them with the
+// reference, window by window. The chaos drills, the e2e and topologies
+// tests and eosctl bench judge every aggregate run with it. It is internal:
+// it knows one configuration, where package verify's judge of copies works
+// on any topic.
+package aggcheck
 
 import (
 	"context"
@@ -11,20 +20,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/pipeline"
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// AggregateConfig is the configuration of the aggregate topology that an
-// [AggregateInput] is made for: it groups by user through the repartition
+// Config is the configuration of the aggregate topology that an
+// [Input] is made for: it groups by user through the repartition
 // topic, into tumbling 5s windows of the records' ts field. The grace period
 // (10 minutes) is longer than the event time any input of up to
-// [AggregateMaxRecords] spans, so that no regular record is late however the
+// [MaxRecords] spans, so that no regular record is late however the
 // input partitions interleave on their way through the repartition topic;
-// windows close when [AggregateInput.Heartbeats] move stream time past them.
-const AggregateConfig = `topology: aggregate
+// windows close when [Input.Heartbeats] move stream time past them.
+const Config = `topology: aggregate
 group_by: user
 time: ts
 window:
@@ -40,7 +50,7 @@ aggregations:
 
 // The input's shape, which the reference relies on.
 const (
-	aggregateWindow    = 5000                       // ms, window.size of AggregateConfig
+	aggregateWindow    = 5000                       // ms, window.size of Config
 	aggregateBase      = int64(1_700_000_000_000)   // event time of the first regular record, a multiple of the window
 	aggregateLateTime  = aggregateBase - 3_600_000  // event time of late records: an hour before everything else
 	aggregateHeartbeat = aggregateBase + 36_000_000 // event time of heartbeats: ten hours after the first record
@@ -51,13 +61,13 @@ const (
 	produceBatch       = 200                        // records per produce request
 )
 
-// AggregateMaxRecords is the most regular records an [AggregateInput] can
+// MaxRecords is the most regular records an [Input] can
 // have: 1ms of event time apart, more would span the grace period of
-// [AggregateConfig], and regular records could be late.
-const AggregateMaxRecords = 600_000
+// [Config], and regular records could be late.
+const MaxRecords = 600_000
 
-// AggregateInput is an input for the aggregate topology run with
-// [AggregateConfig] whose exact answer is known: regular records with
+// Input is an input for the aggregate topology run with
+// [Config] whose exact answer is known: regular records with
 // random users and amounts, one millisecond of event time apart; after every
 // 1000th a late record an hour older, keyed like its regular predecessor so
 // that it reaches its repartition partition after it and is late however the
@@ -66,19 +76,19 @@ const AggregateMaxRecords = 600_000
 // topology must re-key them.
 //
 // Late records carry "late": true, so that a reference can be computed from
-// the input topic alone ([ReadAggregateReference]) without simulating stream
+// the input topic alone ([ReadReference]) without simulating stream
 // time; the topology ignores the field.
-type AggregateInput struct {
+type Input struct {
 	Topic   string
 	Records []*kgo.Record // in the order Produce writes them
 }
 
-// NewAggregateInput returns n regular records (at most
-// [AggregateMaxRecords]) and their late records and poison pills for topic,
+// NewInput returns n regular records (at most
+// [MaxRecords]) and their late records and poison pills for topic,
 // the same for the same seed.
-func NewAggregateInput(topic string, n int, seed uint64) *AggregateInput {
+func NewInput(topic string, n int, seed uint64) *Input {
 	rng := rand.New(rand.NewPCG(seed, seed))
-	in := &AggregateInput{Topic: topic}
+	in := &Input{Topic: topic}
 	add := func(key string, value []byte) {
 		in.Records = append(in.Records, &kgo.Record{Topic: topic, Key: []byte(key), Value: value})
 	}
@@ -102,7 +112,7 @@ func NewAggregateInput(topic string, n int, seed uint64) *AggregateInput {
 
 // Produce writes the records to cl in batches, at about rate records per
 // second (0: as fast as the broker takes them).
-func (in *AggregateInput) Produce(ctx context.Context, cl *kgo.Client, rate int) error {
+func (in *Input) Produce(ctx context.Context, cl *kgo.Client, rate int) error {
 	return produceBatches(ctx, cl, in.Records, rate)
 }
 
@@ -111,7 +121,7 @@ func (in *AggregateInput) Produce(ctx context.Context, cl *kgo.Client, rate int)
 // so that every window closes and emits its result. The topology re-keys by
 // user with kgo's default partitioner, which the heartbeats' groups are
 // chosen by. Their own windows never close, so they emit nothing.
-func (in *AggregateInput) Heartbeats(partitions int) []*kgo.Record {
+func (in *Input) Heartbeats(partitions int) []*kgo.Record {
 	part := kgo.StickyKeyPartitioner(nil).ForTopic("repartition")
 	covered := map[int]bool{}
 	var out []*kgo.Record
@@ -125,8 +135,8 @@ func (in *AggregateInput) Heartbeats(partitions int) []*kgo.Record {
 	return out
 }
 
-// ProduceHeartbeats writes [AggregateInput.Heartbeats].
-func (in *AggregateInput) ProduceHeartbeats(ctx context.Context, cl *kgo.Client, partitions int) error {
+// ProduceHeartbeats writes [Input.Heartbeats].
+func (in *Input) ProduceHeartbeats(ctx context.Context, cl *kgo.Client, partitions int) error {
 	return produceBatches(ctx, cl, in.Heartbeats(partitions), 0)
 }
 
@@ -135,7 +145,7 @@ func produceBatches(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, rat
 	for i := 0; i < len(recs); i += produceBatch {
 		end := min(i+produceBatch, len(recs))
 		if err := cl.ProduceSync(ctx, recs[i:end]...).FirstErr(); err != nil {
-			return fmt.Errorf("verify: producing records %d..%d of %d to %s: %w", i, end, len(recs), recs[i].Topic, err)
+			return fmt.Errorf("aggcheck: producing records %d..%d of %d to %s: %w", i, end, len(recs), recs[i].Topic, err)
 		}
 		if rate > 0 {
 			if d := time.Until(start.Add(time.Duration(end) * time.Second / time.Duration(rate))); d > 0 {
@@ -150,9 +160,9 @@ func produceBatches(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, rat
 	return nil
 }
 
-// AggregateWindow is one window's final result, as the aggregate topology
-// emits it under [AggregateConfig].
-type AggregateWindow struct {
+// Window is one window's final result, as the aggregate topology
+// emits it under [Config].
+type Window struct {
 	Key      string  `json:"key"`
 	Start    int64   `json:"start"`
 	End      int64   `json:"end"`
@@ -165,13 +175,13 @@ type AggregateWindow struct {
 }
 
 // ID names the window: "<group>/<start>".
-func (w AggregateWindow) ID() string { return w.Key + "/" + strconv.FormatInt(w.Start, 10) }
+func (w Window) ID() string { return w.Key + "/" + strconv.FormatInt(w.Start, 10) }
 
-// AggregateWindowID is the identity of an aggregate result record, for
+// WindowID is the identity of an aggregate result record, for
 // [NewTailBy]: its window, or the whole value if it is not a window result
 // (so that only a repeated value counts twice).
-func AggregateWindowID(r *kgo.Record) []byte {
-	var w AggregateWindow
+func WindowID(r *kgo.Record) []byte {
+	var w Window
 	if err := json.Unmarshal(r.Value, &w); err != nil {
 		return r.Value
 	}
@@ -197,14 +207,14 @@ func headers(r *kgo.Record) map[string]string {
 	return h
 }
 
-// AggregateReference is what the aggregate topology must write for an
+// Reference is what the aggregate topology must write for an
 // input: every window's final result, and every dead letter with its
 // reason.
-type AggregateReference struct {
+type Reference struct {
 	Input       string
 	Records     int64 // regular, late and poison records (heartbeats not counted)
 	Heartbeats  int64
-	windows     map[string]AggregateWindow
+	windows     map[string]Window
 	deadLetters map[string]expectedDeadLetter // by DeadLetterSourceID
 }
 
@@ -213,13 +223,13 @@ type expectedDeadLetter struct {
 	value  []byte
 }
 
-// NewAggregateReference computes the reference from the input records as
+// NewReference computes the reference from the input records as
 // they are stored, with topics, partitions and offsets: a record that is
 // not JSON is a dead letter "malformed-json", one marked late a dead letter
 // "late-record", a heartbeat nothing, and any other record is folded into
 // its window, in memory.
-func NewAggregateReference(input string, recs []*kgo.Record) *AggregateReference {
-	ref := &AggregateReference{Input: input, windows: map[string]AggregateWindow{}, deadLetters: map[string]expectedDeadLetter{}}
+func NewReference(input string, recs []*kgo.Record) *Reference {
+	ref := &Reference{Input: input, windows: map[string]Window{}, deadLetters: map[string]expectedDeadLetter{}}
 	for _, r := range recs {
 		src := fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)
 		var v struct {
@@ -244,7 +254,7 @@ func NewAggregateReference(input string, recs []*kgo.Record) *AggregateReference
 		}
 		ref.Records++
 		start := v.TS - v.TS%aggregateWindow
-		w := AggregateWindow{Key: v.User, Start: start, End: start + aggregateWindow, Smallest: math.Inf(1), Biggest: math.Inf(-1), Final: true}
+		w := Window{Key: v.User, Start: start, End: start + aggregateWindow, Smallest: math.Inf(1), Biggest: math.Inf(-1), Final: true}
 		if prev, ok := ref.windows[w.ID()]; ok {
 			w = prev
 		}
@@ -257,14 +267,14 @@ func NewAggregateReference(input string, recs []*kgo.Record) *AggregateReference
 	return ref
 }
 
-// ReadAggregateReference reads input with read_committed up to its last
+// ReadReference reads input with read_committed up to its last
 // stable offset and computes the reference from it.
-func ReadAggregateReference(ctx context.Context, opts []kgo.Opt, input string) (*AggregateReference, error) {
+func ReadReference(ctx context.Context, opts []kgo.Opt, input string) (*Reference, error) {
 	recs, err := readTopic(ctx, opts, input, false)
 	if err != nil {
 		return nil, err
 	}
-	return NewAggregateReference(input, recs), nil
+	return NewReference(input, recs), nil
 }
 
 // readTopic reads topic with read_committed up to the last stable offsets
@@ -272,27 +282,36 @@ func ReadAggregateReference(ctx context.Context, opts []kgo.Opt, input string) (
 // when it reads as empty: a topology that never dead-lettered anything may
 // never have created its dead-letter topic.
 func readTopic(ctx context.Context, opts []kgo.Opt, topic string, mayBeMissing bool) ([]*kgo.Record, error) {
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("verify: creating client: %w", err)
-	}
-	snap, err := snapshot(ctx, kadm.NewClient(cl), topic)
-	cl.Close()
+	byPartition, err := committed.Read(ctx, opts, topic)
 	if mayBeMissing && errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var recs []*kgo.Record
-	err = readRanges(ctx, opts, topic, snap[topic], func(r *kgo.Record) { recs = append(recs, r) })
-	return recs, err
+	return committed.Flatten(byPartition), nil
 }
 
-// AggregateReport is the judgment of an aggregate topology's output against
-// an [AggregateReference]. Examples holds at most 10 descriptions of what
+// note keeps the first ten examples of what was not exact.
+func note(examples *[]string, s string) {
+	if len(*examples) < 10 {
+		*examples = append(*examples, s)
+	}
+}
+
+// shown is a record's key or value as an example quotes it: at most 64
+// bytes.
+func shown(b []byte) string {
+	if b == nil {
+		return "<nil>"
+	}
+	return string(b[:min(len(b), 64)])
+}
+
+// Report is the judgment of an aggregate topology's output against
+// an [Reference]. Examples holds at most 10 descriptions of what
 // was not exact, in the order found.
-type AggregateReport struct {
+type Report struct {
 	Input           string `json:"input"`
 	Output          string `json:"output"`
 	DeadLetterTopic string `json:"dead_letter_topic"`
@@ -336,13 +355,13 @@ func (t Tally) String() string {
 // OK reports whether every window and every dead letter is in the output
 // exactly once and exactly right. A reference without windows proves
 // nothing, so it is not OK either.
-func (r *AggregateReport) OK() bool {
+func (r *Report) OK() bool {
 	return r.Windows.Reference > 0 && r.Windows.OK() && r.DeadLetters.OK()
 }
 
 // MarshalJSON adds "ok" to the fields.
-func (r *AggregateReport) MarshalJSON() ([]byte, error) {
-	type report AggregateReport
+func (r *Report) MarshalJSON() ([]byte, error) {
+	type report Report
 	return json.Marshal(struct {
 		OK bool `json:"ok"`
 		*report
@@ -350,10 +369,10 @@ func (r *AggregateReport) MarshalJSON() ([]byte, error) {
 }
 
 // String is Summary.
-func (r *AggregateReport) String() string { return r.Summary() }
+func (r *Report) String() string { return r.Summary() }
 
 // Summary renders the report as one paragraph for people.
-func (r *AggregateReport) Summary() string {
+func (r *Report) Summary() string {
 	verdict := "OK"
 	if !r.OK() {
 		verdict = "FAIL"
@@ -368,8 +387,8 @@ func (r *AggregateReport) Summary() string {
 
 // Judge compares window results and dead letters, as read with
 // read_committed, with the reference.
-func (ref *AggregateReference) Judge(results, deadLetters []*kgo.Record) *AggregateReport {
-	rep := &AggregateReport{Input: ref.Input, InputRecords: ref.Records}
+func (ref *Reference) Judge(results, deadLetters []*kgo.Record) *Report {
+	rep := &Report{Input: ref.Input, InputRecords: ref.Records}
 	rep.Windows = tally(ref.windows, results, "window", &rep.Examples, windowDiff)
 	rep.DeadLetters = tally(ref.deadLetters, deadLetters, "dead letter of", &rep.Examples, deadLetterDiff)
 	return rep
@@ -387,21 +406,21 @@ func tally[W any](want map[string]W, recs []*kgo.Record, what string, examples *
 		id, wrong, err := diff(r)
 		if err != nil {
 			t.Unexpected++
-			addExample(examples, err.Error())
+			note(examples, err.Error())
 			continue
 		}
 		w, ok := want[id]
 		switch {
 		case !ok:
 			t.Unexpected++
-			addExample(examples, what+" "+id+" is not in the reference")
+			note(examples, what+" "+id+" is not in the reference")
 		case seen[id]:
 			t.Twice++
-			addExample(examples, what+" "+id+" read twice")
+			note(examples, what+" "+id+" read twice")
 		default:
 			if d := wrong(w); d != "" {
 				t.Wrong++
-				addExample(examples, what+" "+id+": "+d)
+				note(examples, what+" "+id+": "+d)
 			} else {
 				t.Exact++
 			}
@@ -411,7 +430,7 @@ func tally[W any](want map[string]W, recs []*kgo.Record, what string, examples *
 	for id := range want {
 		if !seen[id] {
 			t.Missing++
-			addExample(examples, what+" "+id+" missing")
+			note(examples, what+" "+id+" missing")
 		}
 	}
 	return t
@@ -419,16 +438,16 @@ func tally[W any](want map[string]W, recs []*kgo.Record, what string, examples *
 
 // windowDiff identifies a window result and says how it differs from the
 // reference's window.
-func windowDiff(r *kgo.Record) (string, func(AggregateWindow) string, error) {
-	var got AggregateWindow
+func windowDiff(r *kgo.Record) (string, func(Window) string, error) {
+	var got Window
 	if err := json.Unmarshal(r.Value, &got); err != nil {
-		return "", nil, fmt.Errorf("result %q is not a window: %w", render(r.Value), err)
+		return "", nil, fmt.Errorf("result %q is not a window: %w", shown(r.Value), err)
 	}
-	return got.ID(), func(want AggregateWindow) string {
+	return got.ID(), func(want Window) string {
 		if got == want && string(r.Key) == want.Key {
 			return ""
 		}
-		return fmt.Sprintf("%+v with key %q, the reference %+v", got, render(r.Key), want)
+		return fmt.Sprintf("%+v with key %q, the reference %+v", got, shown(r.Key), want)
 	}, nil
 }
 
@@ -437,7 +456,7 @@ func windowDiff(r *kgo.Record) (string, func(AggregateWindow) string, error) {
 func deadLetterDiff(r *kgo.Record) (string, func(expectedDeadLetter) string, error) {
 	id := DeadLetterSourceID(r)
 	if id == nil {
-		return "", nil, fmt.Errorf("dead letter %q names no input record", render(r.Value))
+		return "", nil, fmt.Errorf("dead letter %q names no input record", shown(r.Value))
 	}
 	h := headers(r)
 	return string(id), func(want expectedDeadLetter) string {
@@ -445,31 +464,31 @@ func deadLetterDiff(r *kgo.Record) (string, func(expectedDeadLetter) string, err
 		if reason == want.reason && topology == "aggregate" && string(r.Value) == string(want.value) {
 			return ""
 		}
-		return fmt.Sprintf("reason %q, topology %q, value %q; want %q, %q, %q", reason, topology, render(r.Value), want.reason, "aggregate", render(want.value))
+		return fmt.Sprintf("reason %q, topology %q, value %q; want %q, %q, %q", reason, topology, shown(r.Value), want.reason, "aggregate", shown(want.value))
 	}, nil
 }
 
-// AggregateTopics names what [JudgeAggregate] reads.
-type AggregateTopics struct {
+// Topics names what [Judge] reads.
+type Topics struct {
 	Input, Output, DeadLetters string
-	// Timeout bounds the whole judgment; zero means DefaultTimeout.
+	// Timeout bounds the whole judgment; zero means verify.DefaultTimeout.
 	Timeout time.Duration
 }
 
-// JudgeAggregate reads the input, the window results and the dead letters
+// Judge reads the input, the window results and the dead letters
 // with read_committed, each up to the last stable offset listed when its
 // read begins, computes the reference from the input and judges. Call it
 // once the workers have caught up (and the input has closed every window).
 // As with [Run], an error means no judgment could be made; a bad verdict is
 // a report whose OK is false.
-func JudgeAggregate(ctx context.Context, opts []kgo.Opt, t AggregateTopics) (*AggregateReport, error) {
+func Judge(ctx context.Context, opts []kgo.Opt, t Topics) (*Report, error) {
 	timeout := t.Timeout
 	if timeout <= 0 {
-		timeout = DefaultTimeout
+		timeout = verify.DefaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ref, err := ReadAggregateReference(ctx, opts, t.Input)
+	ref, err := ReadReference(ctx, opts, t.Input)
 	if err != nil {
 		return nil, err
 	}
