@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/internal/rangeread"
-	"github.com/eosctl/eos/txn"
+	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -1,6 +1,6 @@
 // Package verify judges whether a pipeline copied its input to its output
-// exactly once, for tests, benchmarks (package bench) and operators checking
-// a live pipeline (eosctl verify).
+// exactly once, for tests, benchmarks and operators checking a live pipeline
+// (eosctl verify).
 //
 // The input is expected to be what eos's data generator (eosctl produce)
 // writes: every record's key
@@ -12,10 +12,9 @@
 // order. [Tail] watches a topic while faults are injected, for the
 // duplicates a read_committed consumer would have observed along the way.
 //
-// A stateful topology's output is no copy of its input. For the aggregate
-// topology, [NewAggregateInput] makes an input of regular, late and poison
-// records whose answer is known, and [JudgeAggregate] compares the window
-// results and dead letters with a reference computed in memory from it.
+// A stateful topology's output is no copy of its input: [NewTailBy] watches
+// it by an identity of the caller's choosing (a window, say) instead of the
+// key.
 //
 // Neither joins a consumer group or commits offsets, so they can be pointed at
 // a live cluster without disturbing it.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
-	"github.com/eosctl/eos/bench"
+	"github.com/eosctl/eos/cmd/eosctl/internal/bench"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/spf13/cobra"
@@ -106,11 +106,11 @@ with Kafka Streams in one command. Every setting is checked for both before
 either runs.
 
 --topology aggregate (modes eos and kstreams only, eos alone by default; no
---sizes) runs the aggregate topology under verify.AggregateConfig on
-verify.AggregateInput:
+--sizes) runs the aggregate topology under aggcheck.Config on
+aggcheck.Input:
 --records regular orders (default 200,000, at most 600,000) with late
 records and poison pills. After the drain, heartbeats close every window
-and verify.JudgeAggregate must find every window's result and every dead
+and aggcheck.Judge must find every window's result and every dead
 letter exactly once. rec/s counts input records until the group has
 consumed the input and the repartition topic; there is no latency phase
 (a result is written when its window closes, ten minutes of event time

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eosctl/eos/internal/demo"
+	"github.com/eosctl/eos/cmd/eosctl/internal/demo"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/spf13/cobra"
 )

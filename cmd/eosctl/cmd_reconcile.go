@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -156,4 +157,8 @@ run failed; 2 bad input; 4 authorization failure.`,
 // report has been printed.
 type discrepancies struct{ msg string }
 
-func (e discrepancies) Error() string { return e.msg }
+func (e discrepancies) Error() string        { return e.msg }
+func (e discrepancies) Is(target error) bool { return target == errDiscrepancies }
+
+// errDiscrepancies is matched by every discrepancies error.
+var errDiscrepancies = errors.New("discrepancies found")

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/eosctl/eos"
-	"github.com/eosctl/eos/bench"
+	"github.com/eosctl/eos/cmd/eosctl/internal/bench"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/sink"
 )
@@ -106,7 +106,7 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--topology", "wordcount"}, "--topology: the bench runs the passthrough and aggregate topologies, whose output it can judge exactly once; wordcount's output has no judge here"},
 		// The aggregate runs in eos and kstreams, on its own input.
 		{[]string{"bench", "--topology", "aggregate", "--modes", "baseline,eos"}, "--modes: the aggregate topology runs in the eos and kstreams modes only; the baseline mode is a stateless copy loop"},
-		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--sizes", "100"}, "--sizes: the aggregate topology's input is verify.AggregateInput's JSON orders"},
+		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--sizes", "100"}, "--sizes: the aggregate topology's input is aggcheck.Input's JSON orders"},
 		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--records", "600001"}, "--records: the aggregate input holds at most 600000 regular records"},
 		{[]string{"bench", "--topology", "nosuch"}, `--topology: unknown topology "nosuch"`},
 		{[]string{"bench", "--latency-duration", "-1s"}, "--latency-duration: must not be negative, got -1s"},
