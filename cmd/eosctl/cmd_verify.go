@@ -27,7 +27,9 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Short: "Check with read_committed that every input record is in the output exactly once",
 		Long: `Reads both topics from the beginning to their last stable offset with
 isolation.level=read_committed, as a downstream consumer would, and compares
-them by key (the decimal sequence numbers "eosctl produce" writes). Reports
+them by key (the decimal sequence numbers "eosctl produce" writes; a second
+produce into the input continues the sequence, so its records are judged
+like the first ones). Reports
 the input and output counts, duplicates, missing keys, unexpected keys and
 per-partition order violations (records of one input partition that appear
 out of input order within an output partition).
