@@ -70,7 +70,7 @@ else is; 1 with the first offending keys otherwise.`,
 			// The output is checked after the wait: workers started just
 			// before verify create it when they first commit.
 			if _, err = admin.Partitions(ctx, c.cl, cfg.Input); err == nil && group != "" {
-				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s; if no worker has joined the group within %s, it does not exist)\n", group, cfg.Input, cfg.Timeout, unknownGroupAfter)
+				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s; %s if no worker joins the group)\n", group, cfg.Input, cfg.Timeout, unknownGroupAfter)
 				err = committed.WaitCaughtUp(ctx, c.opts, committed.Wait{Group: group, Topics: []string{cfg.Input}, Outputs: []string{cfg.Output}, Within: cfg.Timeout, UnknownGroupAfter: unknownGroupAfter})
 				if errors.Is(err, committed.ErrUnknownGroup) {
 					err = usage(fmt.Errorf("%w: --wait-caught-up takes the consumer group of the workers, their --app (\"eosctl lag --group APP\" shows one); nothing was verified", err))

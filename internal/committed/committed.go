@@ -273,10 +273,10 @@ func groupListed(ctx context.Context, opts []kgo.Opt, group string) (bool, error
 // WaitCaughtUp polls until w.Group has consumed everything committed in
 // w.Topics (see [CaughtUp]), for up to w.Within, and says on timeout where
 // it stood; with w.UnknownGroupAfter it fails sooner, with ErrUnknownGroup,
-// for a group nobody joins. It is the one wait every caller uses: a lag of zero against
-// the last stable offset alone may never come on a repartition topic (a
-// group stays a marker short), and may come too early on Apache Kafka,
-// whose group offsets can show before a partition's commit marker.
+// for a group nobody joins. It is the one wait every caller uses: a lag of
+// zero against the last stable offset alone may never come on a repartition
+// topic (a group stays a marker short), and may come too early on Apache
+// Kafka, whose group offsets can show before a partition's commit marker.
 func WaitCaughtUp(ctx context.Context, opts []kgo.Opt, w Wait) error {
 	start := time.Now()
 	deadline := start.Add(w.Within)
