@@ -71,7 +71,10 @@ else is; 1 with the first offending keys otherwise.`,
 			// before verify create it when they first commit.
 			if _, err = admin.Partitions(ctx, c.cl, cfg.Input); err == nil && group != "" {
 				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s; %s if no worker joins the group)\n", group, cfg.Input, cfg.Timeout, unknownGroupAfter)
-				err = committed.WaitCaughtUp(ctx, c.opts, committed.Wait{Group: group, Topics: []string{cfg.Input}, Outputs: []string{cfg.Output}, Within: cfg.Timeout, UnknownGroupAfter: unknownGroupAfter})
+				err = committed.WaitCaughtUp(ctx, c.opts, committed.Wait{Group: group, Topics: []string{cfg.Input}, Outputs: []string{cfg.Output}, Within: cfg.Timeout,
+					UnknownGroupAfter: unknownGroupAfter, UnknownGroup: func() {
+						fmt.Fprintf(os.Stderr, "group %s does not exist (no worker has joined it, it has committed nothing): waiting %s for a worker to join it\n", group, unknownGroupAfter)
+					}})
 				if errors.Is(err, committed.ErrUnknownGroup) {
 					err = usage(fmt.Errorf("%w: --wait-caught-up takes the consumer group of the workers, their --app (\"eosctl lag --group APP\" shows one); nothing was verified", err))
 				}

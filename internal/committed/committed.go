@@ -242,6 +242,10 @@ type Wait struct {
 	// a worker started just before or after the wait has not joined yet.
 	// Zero waits for the group for all of Within.
 	UnknownGroupAfter time.Duration
+	// UnknownGroup, if set with UnknownGroupAfter, is called once, as
+	// soon as the group is found unknown: a command says so at once
+	// rather than only when the grace is over.
+	UnknownGroup func()
 
 	// afterGroupOffsets, if set, runs between reading the group's
 	// offsets and the topics': a test's way into the race that order
@@ -281,6 +285,7 @@ func WaitCaughtUp(ctx context.Context, opts []kgo.Opt, w Wait) error {
 	start := time.Now()
 	deadline := start.Add(w.Within)
 	known := w.Group == "" || w.UnknownGroupAfter <= 0 // no need to look
+	told := false                                      // UnknownGroup was called
 	what := fmt.Sprintf("group %s did not catch up on %v", w.Group, w.Topics)
 	switch {
 	case len(w.Topics) == 0:
@@ -295,8 +300,14 @@ func WaitCaughtUp(ctx context.Context, opts []kgo.Opt, w Wait) error {
 		}
 		if !known {
 			var lerr error
-			if known, lerr = groupListed(ctx, opts, w.Group); lerr == nil && !known && time.Since(start) >= w.UnknownGroupAfter {
-				return fmt.Errorf("committed: group %q %w after %s: no member has joined it and it has committed no offsets", w.Group, ErrUnknownGroup, w.UnknownGroupAfter)
+			if known, lerr = groupListed(ctx, opts, w.Group); lerr == nil && !known {
+				if time.Since(start) >= w.UnknownGroupAfter {
+					return fmt.Errorf("committed: group %q %w after %s: no member has joined it and it has committed no offsets", w.Group, ErrUnknownGroup, w.UnknownGroupAfter)
+				}
+				if w.UnknownGroup != nil && !told {
+					told = true
+					w.UnknownGroup()
+				}
 			}
 		}
 		if time.Now().After(deadline) {
