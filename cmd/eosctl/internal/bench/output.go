@@ -118,7 +118,7 @@ func msPair(a, b float64) string { return fmtMs(a) + "/" + fmtMs(b) }
 // brokerLine says which brokers the run measured, and why.
 func brokerLine(p Params) string {
 	if p.Broker != "external" {
-		return fmt.Sprintf("embedded broker (no bench.Config.Brokers given), rtt %s", p.RTT)
+		return fmt.Sprintf("embedded broker (no bench.Config.Brokers), rtt %s", p.RTT)
 	}
 	s := "brokers " + strings.Join(p.Brokers, ",")
 	if p.BrokersFrom != "" {
@@ -127,8 +127,14 @@ func brokerLine(p Params) string {
 	return s
 }
 
-func writeTable(w io.Writer, r *Report, wide bool) error {
+// tableWidth is the widest line the table writes: its prose wraps there,
+// and its columns (without --wide) stay within it for the default modes.
+const tableWidth = 120
+
+func writeTable(out io.Writer, r *Report, wide bool) error {
 	p := r.Params
+	var head, notes strings.Builder
+	w := &head
 	fmt.Fprintf(w, "%s; %s, %d partitions, %d worker(s), %d round(s); %d cores, %s\n",
 		brokerLine(p), p.Topology, p.Partitions, p.Workers, p.Repeat, p.Cores, p.GoVersion)
 	if len(p.Orders) > 0 {
@@ -144,13 +150,16 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 	if p.NoIdempotencyKey {
 		fmt.Fprintln(w, "eos ran without the idempotency-key header (bench.Config.NoIdempotencyKey)")
 	}
+	if _, err := io.WriteString(out, wrapLines(head.String(), tableWidth)); err != nil {
+		return err
+	}
 	var cols []tableColumn
 	for _, c := range tableColumns(p, wide) {
 		if c.shown && (wide || !c.wide) {
 			cols = append(cols, c)
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var line strings.Builder
 	for _, c := range cols {
 		line.WriteString(c.head + "\t")
@@ -169,13 +178,42 @@ func writeTable(w io.Writer, r *Report, wide bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	note := "times in ms; rec/s by one clock for every mode (the group's committed offsets, read from the broker, between 10% and 90% of the backlog); ratios are medians of per-round ratios"
+	note := "times in ms; rec/s by one clock for every mode: the group's committed offsets read from the broker, between 10% and 90% of the backlog; ratios: medians of per-round ratios"
 	if !wide {
-		note += " (--wide or the JSON for their spread and every other figure)"
+		note += " (bench.WriteWideTable or bench.Config.JSONPath for their spread and every other figure)"
 	}
-	fmt.Fprintln(w, note)
-	writeNotes(w, r)
-	return nil
+	fmt.Fprintln(&notes, note)
+	writeNotes(&notes, r)
+	_, err := io.WriteString(out, wrapLines(notes.String(), tableWidth))
+	return err
+}
+
+// wrapLines wraps every line of s longer than width at spaces, indenting
+// the continuation by two spaces.
+func wrapLines(s string, width int) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(s, "\n") {
+		nl := strings.HasSuffix(line, "\n")
+		line = strings.TrimSuffix(line, "\n")
+		n := 0
+		for i, word := range strings.Split(line, " ") {
+			switch {
+			case i == 0:
+			case n+1+len(word) > width:
+				b.WriteString("\n  ")
+				n = 2
+			default:
+				b.WriteByte(' ')
+				n++
+			}
+			b.WriteString(word)
+			n += len(word)
+		}
+		if nl {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // writeNotes writes what the table's cells need said: modes without some

@@ -81,12 +81,12 @@ type bencher struct {
 
 	// The aggregate topology's configuration file, input and its mean
 	// record size; see aggregate.go.
-	aggConfig    string
+	aggConfig string
 	// aggConfigNoPreagg is aggConfig with preaggregate: false, for
 	// ModeEOSNoPreagg.
 	aggConfigNoPreagg string
-	aggInput     *verify.AggregateInput
-	aggMeanBytes float64
+	aggInput          *verify.AggregateInput
+	aggMeanBytes      float64
 }
 
 func (b *bencher) connect(ctx context.Context) error {
