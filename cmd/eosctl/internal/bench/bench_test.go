@@ -227,7 +227,7 @@ func checkSVG(t *testing.T, path string) {
 			root = se.Name.Local
 		}
 	}
-	if root != "svg" || !bytes.Contains(b, []byte("auto 200 B")) || !bytes.Contains(b, []byte("40ms")) {
+	if root != "svg" || !bytes.Contains(b, []byte("eos auto")) || !bytes.Contains(b, []byte("40ms")) {
 		t.Fatalf("bench.svg: root <%s>, legend or interval ticks missing", root)
 	}
 }
