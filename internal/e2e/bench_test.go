@@ -30,7 +30,7 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("eosctl bench: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"vs baseline", "vs bare", " bare ", "50ms", "child processes", "1/1", "wrote " + out("b.png")} {
+	for _, want := range []string{"vs base", "vs bare", " bare ", "50ms", "1/1", "wrote " + out("b.png")} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
@@ -40,6 +40,7 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 			Broker  string `json:"broker"`
 			RTT     string `json:"rtt"`
 			Command string `json:"command"`
+			Copiers string `json:"copiers"`
 		} `json:"params"`
 		Cells []struct {
 			Ratio       float64 `json:"ratio"`
@@ -65,7 +66,8 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("b.json: %v", err)
 	}
-	if rep.Params.Broker != "embedded" || rep.Params.RTT != "1ms" || !strings.Contains(rep.Params.Command, "bench") || len(rep.Cells) != 1 {
+	if rep.Params.Broker != "embedded" || rep.Params.RTT != "1ms" || !strings.Contains(rep.Params.Command, "bench") || len(rep.Cells) != 1 ||
+		!strings.HasPrefix(rep.Params.Copiers, "child processes") {
 		t.Fatalf("b.json: %+v", rep)
 	}
 	c := rep.Cells[0]

@@ -135,7 +135,7 @@ func writeTable(out io.Writer, r *Report, wide bool) error {
 	p := r.Params
 	var head, notes strings.Builder
 	w := &head
-	fmt.Fprintf(w, "%s; %s, %d partitions, %d worker(s), %d round(s); %d cores, %s\n",
+	fmt.Fprintf(w, "%s; %s topology, %d partitions, %d worker(s), %d round(s); %d cores, %s\n",
 		brokerLine(p), p.Topology, p.Partitions, p.Workers, p.Repeat, p.Cores, p.GoVersion)
 	if len(p.Orders) > 0 {
 		var rounds []string
