@@ -60,7 +60,7 @@ Exits 0 when the scenario showed what it is meant to show.`,
 				return err
 			}
 			cfg.Logger = log
-			if cmd.Flags().Changed("brokers") || os.Getenv("EOSCTL_BROKERS") != "" {
+			if brokersFrom(cmd) != "" {
 				if cfg.Brokers, err = g.seeds(); err != nil {
 					return err
 				}

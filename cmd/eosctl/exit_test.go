@@ -99,9 +99,9 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		// bench.Config judges these; the flags are named all the same.
 		{[]string{"bench", "--intervals", "10ms,soon"}, `--intervals: interval "soon": want a duration`},
 		{[]string{"bench", "--sizes", "0"}, "--sizes: record size 0 must be between 1 and"},
-		{[]string{"bench", "--modes", "eos,fast"}, `--modes: mode "fast": want baseline, bare, eos or kstreams`},
+		{[]string{"bench", "--modes", "eos,fast"}, `--modes: mode "fast": want baseline, bare, eos, eos-nopreagg or kstreams`},
 		// Kafka Streams runs against real brokers only, as a JVM child, on passthrough or aggregate.
-		{[]string{"bench", "--modes", "eos,kstreams"}, "--modes: the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (--brokers), not the embedded broker"},
+		{[]string{"bench", "--modes", "eos,kstreams"}, "--modes: the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (--brokers or EOSCTL_BROKERS), not the embedded broker"},
 		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--in-process"}, "--modes: the kstreams mode runs Kafka Streams as a JVM child process; with --in-process"},
 		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--topology", "wordcount"}, "--topology: the bench runs the passthrough and aggregate topologies, whose output it can judge exactly once; wordcount's output has no judge here"},
 		// The aggregate runs in eos and kstreams, on its own input.

@@ -61,13 +61,19 @@ const (
 const aggregatePoll = 25 * time.Millisecond
 
 // writeAggregateConfig writes aggcheck.Config into dir, for the eos
-// workers' --config (or topologies.Options.Config in process).
-func writeAggregateConfig(dir string) (string, error) {
-	path := filepath.Join(dir, "aggregate.yaml")
-	if err := os.WriteFile(path, []byte(aggcheck.Config), 0o644); err != nil {
-		return "", fmt.Errorf("bench: writing the aggregate configuration: %w", err)
+// workers' --config (or topologies.Options.Config in process), and the same
+// with preaggregate: false, for the eos-nopreagg mode.
+func writeAggregateConfig(dir string) (with, without string, err error) {
+	with, without = filepath.Join(dir, "aggregate.yaml"), filepath.Join(dir, "aggregate-nopreagg.yaml")
+	for _, f := range []struct{ path, text string }{
+		{with, aggcheck.Config},
+		{without, strings.TrimRight(aggcheck.Config, "\n") + "\npreaggregate: false\n"},
+	} {
+		if err := os.WriteFile(f.path, []byte(f.text), 0o644); err != nil {
+			return "", "", fmt.Errorf("bench: writing the aggregate configuration: %w", err)
+		}
 	}
-	return path, nil
+	return with, without, nil
 }
 
 // produceAggregateInput writes the aggregate backlog to topic, once for
@@ -134,7 +140,8 @@ func (b *bencher) aggregateDrain(ctx context.Context, job copyJob, log *runLog, 
 			lastErr = err
 		}
 		if progress != nil {
-			progress(groupOffset(ctx, adm, job.app, job.inputs[0]))
+			n, _ := committedOn(ctx, adm, job.app, job.inputs[0]) // 0 if unknown: only the bar
+			progress(n)
 		}
 		if now.After(deadline) {
 			if lastErr != nil {
@@ -148,22 +155,6 @@ func (b *bencher) aggregateDrain(ctx context.Context, job copyJob, log *runLog, 
 		case <-time.After(aggregatePoll):
 		}
 	}
-}
-
-// groupOffset is the sum of group's committed offsets on topic, for the
-// progress bar (0 if unknown).
-func groupOffset(ctx context.Context, adm *kadm.Client, group, topic string) int64 {
-	offs, err := adm.FetchOffsetsForTopics(ctx, group, topic)
-	if err != nil {
-		return 0
-	}
-	var sum int64
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == topic && o.Err == nil && o.At > 0 {
-			sum += o.At
-		}
-	})
-	return sum
 }
 
 // aggregateStats are the drain figures of an aggregate run: throughput is

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,11 +38,16 @@ func CheckChartPath(path string) error {
 	return eos.BadConfig("bench.Config.ChartPaths", "chart %q: the file name must end in .svg or .png", path)
 }
 
-// WriteChart draws two panels against the commit interval (log scale), one
-// line per record size and mode: throughput (eos solid, baseline dashed,
-// bare dotted, kstreams dash-dotted), and eos's throughput loss in percent against the baseline
-// (solid) and against the bare loop (dotted). An auto cell is drawn as a
-// triangle at the interval it settled on. The format follows path's
+// WriteChart draws two panels against the commit interval (log scale):
+// throughput, one line per mode and record size, each mode in its own
+// colour (modeColor) and each size in its own dash, with a legend; and
+// eos's throughput loss in percent against the baseline and against the
+// bare loop, in those modes' colours, its axis clamped to ±100% (a mode
+// three times as fast as another is a loss of -200%, which would flatten
+// every other line; the axis label says when a point was clamped). A run
+// of one interval so still shows each mode apart. An auto cell is drawn as
+// a triangle at the interval it settled on. The title names the brokers of
+// a real cluster, the RTT of the embedded one. The format follows path's
 // extension (.svg or .png); the file is written atomically.
 func WriteChart(path string, r *Report) error {
 	if err := CheckChartPath(path); err != nil {
@@ -74,18 +80,57 @@ func WriteChart(path string, r *Report) error {
 	})
 }
 
+// chartModes are the modes the chart draws, in the order of their
+// colours.
+var chartModes = []Mode{ModeEOS, ModeBaseline, ModeBare, ModeKStreams, ModeEOSNoPreagg}
+
+// modeColor is a mode's colour on the chart: the same in both panels, so
+// that the loss against the baseline is drawn in the baseline's colour.
+func modeColor(m Mode) color.Color {
+	return plotutil.Color(max(slices.Index(chartModes, m), 0))
+}
+
+// sizeDashes are the dashes of each record size's lines, in the order of
+// Params.Sizes.
+var sizeDashes = [][]vg.Length{nil, {vg.Points(5), vg.Points(3)}, {vg.Points(1.5), vg.Points(2.5)},
+	{vg.Points(6), vg.Points(2), vg.Points(1.5), vg.Points(2)}}
+
+// lossLimit is the loss axis' bound, in percent, either way.
+const lossLimit = 100
+
+// chartTitle names the topology and what it ran on.
+func chartTitle(p Params) string {
+	if p.Broker == "external" && len(p.Brokers) > 0 {
+		on := p.Brokers[0]
+		if len(p.Brokers) > 1 {
+			on += fmt.Sprintf(" (+%d)", len(p.Brokers)-1)
+		}
+		return fmt.Sprintf("%s throughput on %s", p.Topology, on)
+	}
+	return fmt.Sprintf("%s throughput, embedded broker, rtt %s", p.Topology, p.RTT)
+}
+
 // chartPlots builds the two panels.
 func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 	rps, loss = plot.New(), plot.New()
 	p := r.Params
-	rps.Title.Text = fmt.Sprintf("%s throughput, %s broker, rtt %s", p.Topology, p.Broker, p.RTT)
+	rps.Title.Text = chartTitle(p)
 	rps.Y.Label.Text = "records/s (median of rounds)"
-	loss.Title.Text = "exactly-once throughput loss"
-	loss.Y.Label.Text = "eos loss vs baseline (solid), bare (dotted), %"
+	loss.Title.Text = "exactly-once throughput loss of eos"
+	loss.Y.Label.Text = "eos loss vs baseline, vs bare, %"
 	var ticks plot.ConstantTicks
 	seen := map[float64]bool{}
+	clamped := false
+	clamp := func(v float64) float64 {
+		if math.Abs(v) > lossLimit {
+			clamped = true
+			return math.Copysign(lossLimit, v)
+		}
+		return v
+	}
 	for i, size := range p.Sizes {
-		var eos, base, bare, ks, lossPts, bareLoss, autoRPS, autoLoss plotter.XYs
+		lines := map[Mode]plotter.XYs{}
+		var lossPts, bareLoss, autoRPS, autoLoss plotter.XYs
 		for _, c := range r.Cells {
 			if c.Size != size || c.Rounds == 0 {
 				continue
@@ -100,51 +145,39 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 			}
 			if auto {
 				autoRPS = append(autoRPS, plotter.XY{X: x, Y: c.EOSRPS})
-				autoLoss = append(autoLoss, plotter.XY{X: x, Y: c.LossPct})
+				autoLoss = append(autoLoss, plotter.XY{X: x, Y: clamp(c.LossPct)})
 				continue
 			}
-			if c.EOSRPS > 0 {
-				eos = append(eos, plotter.XY{X: x, Y: c.EOSRPS})
+			for m, v := range map[Mode]float64{ModeEOS: c.EOSRPS, ModeBaseline: c.BaselineRPS, ModeBare: c.BareRPS,
+				ModeKStreams: c.KStreamsRPS, ModeEOSNoPreagg: c.EOSNoPreaggRPS} {
+				if v > 0 {
+					lines[m] = append(lines[m], plotter.XY{X: x, Y: v})
+				}
 			}
-			if c.BaselineRPS > 0 {
-				base = append(base, plotter.XY{X: x, Y: c.BaselineRPS})
+			if c.BaselineRPS > 0 && c.EOSRPS > 0 {
+				lossPts = append(lossPts, plotter.XY{X: x, Y: clamp(c.LossPct)})
 			}
-			if c.BaselineRPS > 0 {
-				lossPts = append(lossPts, plotter.XY{X: x, Y: c.LossPct})
-			}
-			if c.KStreamsRPS > 0 {
-				ks = append(ks, plotter.XY{X: x, Y: c.KStreamsRPS})
-			}
-			if c.BareRPS > 0 {
-				bare = append(bare, plotter.XY{X: x, Y: c.BareRPS})
-				bareLoss = append(bareLoss, plotter.XY{X: x, Y: (1 - c.BareRatio) * 100})
+			if c.BareRPS > 0 && c.EOSRPS > 0 {
+				bareLoss = append(bareLoss, plotter.XY{X: x, Y: clamp((1 - c.BareRatio) * 100)})
 			}
 		}
-		for _, xys := range []plotter.XYs{eos, base, bare, ks, lossPts, bareLoss} {
-			sort.Slice(xys, func(a, b int) bool { return xys[a].X < xys[b].X })
-		}
-		col := plotutil.Color(i)
-		label := fmt.Sprintf("%d B", size)
+		dashes := sizeDashes[i%len(sizeDashes)]
+		label := fmt.Sprintf(" %d B", size)
 		if size == 0 {
-			label = "aggregate" // its input has its own records
+			label = "" // the aggregate's input has its own records
 		}
-		if err := addLine(rps, eos, col, nil, "eos "+label); err != nil {
+		if len(p.Sizes) == 1 {
+			label = "" // one size: the modes are the legend
+		}
+		for _, m := range chartModes {
+			if err := addLine(rps, sortXY(lines[m]), modeColor(m), dashes, string(m)+label); err != nil {
+				return nil, nil, err
+			}
+		}
+		if err := addLine(loss, sortXY(lossPts), modeColor(ModeBaseline), dashes, "vs baseline"+label); err != nil {
 			return nil, nil, err
 		}
-		if err := addLine(rps, base, col, []vg.Length{vg.Points(5), vg.Points(3)}, "baseline "+label); err != nil {
-			return nil, nil, err
-		}
-		dotted := []vg.Length{vg.Points(1.5), vg.Points(2.5)}
-		if err := addLine(rps, bare, col, dotted, "bare "+label); err != nil {
-			return nil, nil, err
-		}
-		if err := addLine(rps, ks, col, []vg.Length{vg.Points(6), vg.Points(2), vg.Points(1.5), vg.Points(2)}, "kstreams "+label); err != nil {
-			return nil, nil, err
-		}
-		if err := addLine(loss, lossPts, col, nil, "vs baseline "+label); err != nil {
-			return nil, nil, err
-		}
-		if err := addLine(loss, bareLoss, col, dotted, "vs bare "+label); err != nil {
+		if err := addLine(loss, sortXY(bareLoss), modeColor(ModeBare), dashes, "vs bare"+label); err != nil {
 			return nil, nil, err
 		}
 		for _, a := range []struct {
@@ -158,9 +191,9 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			s.Color, s.Shape, s.Radius = col, draw.TriangleGlyph{}, vg.Points(5)
+			s.Color, s.Shape, s.Radius = modeColor(ModeEOS), draw.TriangleGlyph{}, vg.Points(5)
 			a.p.Add(s)
-			a.p.Legend.Add("auto "+label, s)
+			a.p.Legend.Add("eos auto"+label, s)
 		}
 	}
 	sort.Slice(ticks, func(a, b int) bool { return ticks[a].Value < ticks[b].Value })
@@ -180,10 +213,18 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 	// The loss panel's legend is right-aligned: its line glyphs ran into
 	// the image's right edge. Keep it inside the panel's axes.
 	loss.Legend.XOffs = -4 * vg.Millimeter
-	lo, hi := math.Min(0, loss.Y.Min), math.Max(loss.Y.Max, 1)
+	lo, hi := math.Max(math.Min(0, loss.Y.Min), -lossLimit), math.Min(math.Max(loss.Y.Max, 1), lossLimit)
 	loss.Y.Min, loss.Y.Max = lo-0.1*(hi-lo), hi+0.45*(hi-lo)
+	if clamped {
+		loss.Y.Label.Text += fmt.Sprintf(" (clamped at ±%d%%)", lossLimit)
+	}
 	loss.Add(zeroLine(loss.X.Min, loss.X.Max))
 	return rps, loss, nil
+}
+
+func sortXY(xys plotter.XYs) plotter.XYs {
+	sort.Slice(xys, func(a, b int) bool { return xys[a].X < xys[b].X })
+	return xys
 }
 
 // cellX is where a cell sits on the interval axis, in milliseconds: its

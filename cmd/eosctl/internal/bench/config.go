@@ -16,11 +16,12 @@
 //     package and built with Maven into the cache on first use), one JVM
 //     per worker; only against Config.Brokers (real Apache Kafka) and for
 //     the passthrough and aggregate topologies. Kafka Streams reports no
-//     commits, so its progress is read from the broker (its group's
-//     committed offsets,
-//     polled every 25 ms): its throughput, end-to-end latency, CPU and peak
-//     RSS are measured as the others', but it has no commit timings, commit
+//     commits: its throughput, end-to-end latency, CPU and peak RSS are
+//     measured as the others', but it has no commit timings, commit
 //     overhead or transaction rate. Not in the default modes.
+//   - eos-nopreagg: eos on the aggregate topology with its pre-aggregation
+//     before the repartition topic off (ModeEOSNoPreagg), the algorithm
+//     Kafka Streams runs. Not in the default modes.
 //
 // After each drain the output is read back with read_committed (package
 // verify) and must hold every input record exactly once, in input order per
@@ -39,15 +40,19 @@
 //
 // Each run has two phases. In the drain phase the copier consumes a backlog
 // of Config.Records records as fast as it can; throughput, commit timings,
-// commit overhead and CPU come from it. In the latency phase a producer
+// commit overhead and CPU come from it. Throughput has one clock for every
+// mode: the run's group's committed offsets on the backlog, read from the
+// broker every 25 ms, between the moments they passed 10% and 90% of the
+// backlog (see clock.go). In the latency phase a producer
 // writes live records at Config.LatencyRate while a consumer of the output
 // (read_committed for eos, read_uncommitted for the baseline) measures how
 // long each took from the producer's clock to the consumer's. Latency is not
 // measured on the backlog: there it would only measure the backlog's age.
 //
 // Runs alternate between the modes (baseline, bare, eos, baseline, ...) and
-// the whole sweep is repeated Config.Repeat times, so that drift on a noisy
-// machine hits both modes alike; cells report medians over rounds and the
+// the whole sweep is repeated Config.Repeat times, each round rotating the
+// order of the modes by one (RoundOrder), so that drift on a noisy
+// machine, and running first or last, hits every mode alike; cells report medians over rounds and the
 // ratios as the medians of the per-round eos/baseline and eos/bare ratios,
 // whose runs ran back to back.
 package bench
@@ -77,14 +82,24 @@ const (
 	ModeBare     Mode = "bare"     // a hand-written GroupTransactSession loop
 	ModeEOS      Mode = "eos"      // the pipeline worker: transactions, read_committed
 	ModeKStreams Mode = "kstreams" // Kafka Streams with exactly_once_v2 (real Apache Kafka only)
+	// ModeEOSNoPreagg is the eos worker running the aggregate topology with
+	// preaggregate: false (see topologies.Aggregate): every record goes
+	// through the repartition topic alone, as in Kafka Streams, so that
+	// eos against Kafka Streams compares the engines on the same algorithm
+	// and eos against eos-nopreagg shows what the combiner is worth.
+	// Aggregate topology only.
+	ModeEOSNoPreagg Mode = "eos-nopreagg"
 )
+
+// isEOS reports whether m runs the eos worker (eosctl run).
+func (m Mode) isEOS() bool { return m == ModeEOS || m == ModeEOSNoPreagg }
 
 // AllModes are the modes in the order a cell runs them by default. The
 // kstreams mode is not among them: it needs real brokers, Java and Maven.
 var AllModes = []Mode{ModeBaseline, ModeBare, ModeEOS}
 
 // knownModes are every mode, in the order a cell runs them by default.
-var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeKStreams}
+var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeEOSNoPreagg, ModeKStreams}
 
 // ParseModes parses a comma-separated list such as "baseline,bare,eos" or
 // "baseline,eos,kstreams".
@@ -97,7 +112,7 @@ func ParseModes(s string) ([]Mode, error) {
 		}
 		m := Mode(f)
 		if !slices.Contains(knownModes, m) {
-			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare, eos or kstreams", f)
+			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare, eos, eos-nopreagg or kstreams", f)
 		}
 		if slices.Contains(out, m) {
 			return nil, eos.BadConfig("bench.Config.Modes", "mode %q is listed twice", f)
@@ -175,12 +190,15 @@ func ParseSizes(s string) ([]int, error) {
 // the documented default run except for RTT, which the command line sets to
 // 1ms and the library leaves at 0 (none) unless told.
 type Config struct {
-	// Modes to run in every cell, in this order; default AllModes for the
+	// Modes to run in every cell; default AllModes for the
 	// passthrough topology and ModeEOS alone for any other. An
 	// auto interval needs eos (the others commit as often as it chose).
 	// ModeKStreams needs Brokers, the passthrough or aggregate topology,
 	// child processes (not InProcess), and java and mvn on PATH. The
-	// aggregate topology runs in ModeEOS and ModeKStreams only.
+	// aggregate topology runs in ModeEOS, ModeEOSNoPreagg and ModeKStreams
+	// only, and ModeEOSNoPreagg only there. Round 1 runs them in this
+	// order, and each later round rotates it by one (RoundOrder), so that
+	// no mode always runs first on a machine that drifts.
 	Modes []Mode
 	// Intervals to sweep; default 10ms, 100ms, 1s.
 	Intervals []Interval
@@ -228,12 +246,15 @@ type Config struct {
 	OverheadBudget    float64
 	MaxCommitInterval time.Duration
 
-	// LatencyRate is the rate, in records per second, of the live records
-	// of the latency phase; default 10000. It must stay well under both
-	// modes' throughput, or latency measures a queue.
+	// LatencyRate is the fixed rate, in records per second, of the live
+	// records of the latency phase; default 10000. It must stay well under
+	// every mode's throughput, or latency measures a queue.
 	LatencyRate int
 	// LatencyDuration is how long the latency phase produces; 0 means
-	// max(1s, 3 commit intervals).
+	// max(DefaultLatencyDuration, 3 commit intervals). A quantile q is
+	// reported only from at least 10/(1-q) samples (1,000 for p99, 10,000
+	// for p99.9: ten samples above it), so rate x duration decides which
+	// are.
 	LatencyDuration time.Duration
 
 	// NoIdempotencyKey runs the eos copiers without the idempotency-key
@@ -328,7 +349,7 @@ func (c *Config) validate() error {
 	}
 	for i, m := range c.Modes {
 		if !slices.Contains(knownModes, m) || slices.Contains(c.Modes[:i], m) {
-			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, kstreams at most once", c.Modes)
+			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, eos-nopreagg, kstreams at most once", c.Modes)
 		}
 	}
 	def := func(v *int, d int) {
@@ -420,12 +441,15 @@ func (c *Config) validate() error {
 			return eos.BadConfig("bench.Config.Records", "the aggregate input holds at most %d regular records (aggcheck.MaxRecords: more would span its grace period, and regular records could be late), got %d", aggcheck.MaxRecords, c.Records)
 		}
 		for _, m := range c.Modes {
-			if m != ModeEOS && m != ModeKStreams {
+			if !m.isEOS() && m != ModeKStreams {
 				// The copy loops keep no state: an aggregate needs
 				// windows that survive a restart and a repartition step.
 				return eos.BadConfig("bench.Config.Modes", "the aggregate topology runs in the eos and kstreams modes only; the %s mode is a stateless copy loop: drop it from the modes", m)
 			}
 		}
+	}
+	if slices.Contains(c.Modes, ModeEOSNoPreagg) && c.Topology != topologyAggregate {
+		return eos.BadConfig("bench.Config.Modes", "the eos-nopreagg mode turns off the aggregate topology's pre-aggregation; %s has none: drop it from the modes", c.Topology)
 	}
 	if slices.Contains(c.Modes, ModeBare) && c.Topology != "passthrough" {
 		return eos.BadConfig("bench.Config.Modes", "the bare mode only copies (passthrough); drop it from the modes to benchmark %s", c.Topology)
@@ -483,6 +507,11 @@ func (c *Config) records(size int) int64 {
 	return DefaultRecords(size)
 }
 
+// DefaultLatencyDuration is the shortest latency phase by default: at the
+// default 10,000 records/s, 300,000 samples, enough for a p99.9 from 300
+// samples above it, and long enough to hold many commits at 1s.
+const DefaultLatencyDuration = 30 * time.Second
+
 // latencyDuration returns how long the latency phase of a cell produces.
 func (c *Config) latencyDuration(iv Interval) time.Duration {
 	if c.LatencyDuration > 0 {
@@ -492,5 +521,5 @@ func (c *Config) latencyDuration(iv Interval) time.Duration {
 	if iv.Auto {
 		t = time.Second // auto rarely settles above this at a millisecond RTT
 	}
-	return max(time.Second, 3*t)
+	return max(DefaultLatencyDuration, 3*t)
 }

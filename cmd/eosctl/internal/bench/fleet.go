@@ -92,7 +92,7 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 			bc := BareConfig{Group: job.app, Inputs: job.inputs, Output: job.output, CommitInterval: job.interval.Fixed,
 				ClientOpts: opts, Logger: cfg.Logger, OnEvent: onEvent}
 			run = func(ctx context.Context) error { return RunBare(ctx, bc) }
-		case ModeEOS:
+		case ModeEOS, ModeEOSNoPreagg:
 			w, err := pipeline.New(pipeline.Config{
 				App: job.app, Instance: strconv.Itoa(i), Inputs: job.inputs, Output: job.output,
 				Topology: cfg.Topology, DLQ: job.dlq,
@@ -219,7 +219,7 @@ func (f *children) start(ctx context.Context, name string, cmd *exec.Cmd, parse 
 // quickstart, the demos and chaos share, so the benchmark measures the
 // worker exactly as they run it.
 func copierArgs(cfg *Config, brokers []string, job copyJob, i int) []string {
-	if job.mode == ModeEOS {
+	if job.mode.isEOS() {
 		// supervise.Worker serves no metrics: the baseline has none, and a
 		// fixed port would collide between runs.
 		return supervise.Worker{Topology: cfg.Topology, Config: job.config, Brokers: strings.Join(brokers, ","), App: job.app, Instance: i,

@@ -31,13 +31,22 @@ type Params struct {
 
 	Broker  string   `json:"broker"` // "embedded" (kfake) or "external"
 	Brokers []string `json:"brokers,omitempty"`
+	// BrokersFrom says where the brokers were named (for eosctl:
+	// "--brokers" or "EOSCTL_BROKERS"); empty for the embedded broker or a
+	// library caller that does not say.
+	BrokersFrom string `json:"brokers_from,omitempty"`
 	// TopicPrefix names the topics and groups created (and deleted) on an
 	// external cluster.
 	TopicPrefix string  `json:"topic_prefix,omitempty"`
 	RTT         string  `json:"rtt"`
 	RTTMs       float64 `json:"rtt_ms"`
 
-	Modes            []Mode `json:"modes"`
+	Modes []Mode `json:"modes"`
+	// Orders are the order the modes ran in each round (RoundOrder), as
+	// "baseline,bare,eos"; an auto cell runs eos first until it has run.
+	Orders []string `json:"orders"`
+	// Clock says how throughput was timed, for every mode alike.
+	Clock            string `json:"clock"`
 	NoIdempotencyKey bool   `json:"no_idempotency_key,omitempty"`
 
 	Topology   string   `json:"topology"`
@@ -62,20 +71,35 @@ type Params struct {
 
 // RunResult is one run: one mode of one cell in one round.
 type RunResult struct {
-	Round    int    `json:"round"`
+	Round int `json:"round"`
+	// Seq is the run's place in its cell's round, from 1.
+	Seq      int    `json:"seq"`
 	Mode     Mode   `json:"mode"`
 	Interval string `json:"interval"`
 	Size     int    `json:"size"`
 	Records  int64  `json:"records"`
 
+	// RPS is the one clock's throughput (see Params.Clock): the group's
+	// committed offsets on the backlog, as the broker showed them, between
+	// 10% and 90% of the backlog; WindowS is that window. ShortWindow says
+	// one commit carried the group past both marks, so the rate is from
+	// the run's start to the whole backlog.
 	RPS         float64 `json:"rps"`
 	MBps        float64 `json:"mbps"` // record values only, 10^6 bytes
 	WindowS     float64 `json:"window_s"`
 	ShortWindow bool    `json:"short_window,omitempty"`
-	Commits     int     `json:"commits"`
-	TxnPerSec   float64 `json:"txn_per_s"`
-	CommitP50Ms float64 `json:"commit_p50_ms"`
-	CommitP99Ms float64 `json:"commit_p99_ms"`
+	// EventRPS and EventWindowS are a diagnostic, the copier's own clock:
+	// for a copy, its commit events from its first transaction's first
+	// record to its last full commit; for the aggregate, the backlog over
+	// the time until the group had consumed the input and the repartition
+	// topic. Not comparable between modes (Kafka Streams' events are the
+	// broker's offsets, from RUNNING).
+	EventRPS     float64 `json:"event_rps"`
+	EventWindowS float64 `json:"event_window_s"`
+	Commits      int     `json:"commits"`
+	TxnPerSec    float64 `json:"txn_per_s"`
+	CommitP50Ms  float64 `json:"commit_p50_ms"`
+	CommitP99Ms  float64 `json:"commit_p99_ms"`
 	// FlushP50Ms is the median wait for the records in flight at a commit,
 	// part of the commit; the rest is the offset commit (and EndTxn).
 	FlushP50Ms  float64 `json:"commit_flush_p50_ms"`
@@ -90,9 +114,13 @@ type RunResult struct {
 	LiveOpenP50Ms   float64 `json:"live_open_p50_ms"`
 	LiveOverheadPct float64 `json:"live_overhead_pct"`
 
+	// E2E figures are the latency phase's. A quantile is meaningful only
+	// from enough samples (e2eQuantileOK): the table says "few" instead of
+	// a p99 from fewer than 1,000 or a p99.9 from fewer than 10,000.
 	E2ESamples int     `json:"e2e_samples"`
 	E2EP50Ms   float64 `json:"e2e_p50_ms"`
 	E2EP99Ms   float64 `json:"e2e_p99_ms"`
+	E2EP999Ms  float64 `json:"e2e_p999_ms"`
 	E2EMaxMs   float64 `json:"e2e_max_ms"`
 
 	CPUSeconds   float64 `json:"cpu_s"`
@@ -175,11 +203,16 @@ type Cell struct {
 	LiveCommitP50Ms  float64 `json:"live_commit_p50_ms"`
 	LiveOpenP50Ms    float64 `json:"live_open_p50_ms"`
 
-	E2EP50Ms         float64 `json:"e2e_p50_ms"`
-	E2EP99Ms         float64 `json:"e2e_p99_ms"`
-	E2EP99MinMs      float64 `json:"e2e_p99_min_ms"`
-	E2EP99MaxMs      float64 `json:"e2e_p99_max_ms"`
-	E2EMaxMs         float64 `json:"e2e_max_ms"`
+	E2EP50Ms    float64 `json:"e2e_p50_ms"`
+	E2EP99Ms    float64 `json:"e2e_p99_ms"`
+	E2EP99MinMs float64 `json:"e2e_p99_min_ms"`
+	E2EP99MaxMs float64 `json:"e2e_p99_max_ms"`
+	E2EMaxMs    float64 `json:"e2e_max_ms"`
+	// E2EP999Ms is eos's p99.9 (median over rounds) and E2ESamples the
+	// fewest samples of its rounds: below 10,000 the p99.9 is the max of
+	// too few to mean anything, and the table says so.
+	E2EP999Ms        float64 `json:"e2e_p999_ms"`
+	E2ESamples       int     `json:"e2e_samples"`
 	BaselineE2EP50Ms float64 `json:"baseline_e2e_p50_ms"`
 	BaselineE2EP99Ms float64 `json:"baseline_e2e_p99_ms"`
 	BaselineE2EMaxMs float64 `json:"baseline_e2e_max_ms"`
@@ -203,6 +236,18 @@ type Cell struct {
 	KStreamsE2EMaxMs   float64 `json:"kstreams_e2e_max_ms"`
 	KStreamsCPUSecPerM float64 `json:"kstreams_cpu_s_per_m"`
 	KStreamsPeakRSSMiB float64 `json:"kstreams_peak_rss_mib"`
+
+	// EOSNoPreagg figures are the eos-nopreagg mode's (the aggregate
+	// without pre-aggregation). EOSNoPreaggVsKStreams is the median over
+	// rounds of its rps over kstreams': the engines on the same algorithm;
+	// EOSVsNoPreagg, of eos's over its: what the combiner is worth.
+	EOSNoPreaggRPS        float64 `json:"eos_nopreagg_rps"`
+	EOSNoPreaggRPSMin     float64 `json:"eos_nopreagg_rps_min"`
+	EOSNoPreaggRPSMax     float64 `json:"eos_nopreagg_rps_max"`
+	EOSNoPreaggVsKStreams float64 `json:"eos_nopreagg_vs_kstreams"`
+	EOSVsNoPreagg         float64 `json:"eos_vs_eos_nopreagg"`
+	EOSNoPreaggCPUSecPerM float64 `json:"eos_nopreagg_cpu_s_per_m"`
+	EOSNoPreaggPeakRSSMiB float64 `json:"eos_nopreagg_peak_rss_mib"`
 
 	EOSCPUSecPerM      float64 `json:"eos_cpu_s_per_m"`
 	BaselineCPUSecPerM float64 `json:"baseline_cpu_s_per_m"`
@@ -252,7 +297,7 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 	med := func(m Mode, f func(RunResult) float64) float64 { return median(pick(m, f)) }
 	rps := func(r RunResult) float64 { return r.RPS }
 	base, bare, eos, ks := pick(ModeBaseline, rps), pick(ModeBare, rps), pick(ModeEOS, rps), pick(ModeKStreams, rps)
-	for _, xs := range [][]float64{base, bare, eos, ks} {
+	for _, xs := range [][]float64{base, bare, eos, ks, pick(ModeEOSNoPreagg, rps)} {
 		if len(xs) > 0 && (c.Rounds == 0 || len(xs) < c.Rounds) {
 			c.Rounds = len(xs)
 		}
@@ -302,6 +347,8 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 	p99 := pick(ModeEOS, func(r RunResult) float64 { return r.E2EP99Ms })
 	c.E2EP99Ms, c.E2EP99MinMs, c.E2EP99MaxMs = median(p99), minOf(p99), maxOf(p99)
 	c.E2EMaxMs = maxOf(pick(ModeEOS, func(r RunResult) float64 { return r.E2EMaxMs }))
+	c.E2EP999Ms = med(ModeEOS, func(r RunResult) float64 { return r.E2EP999Ms })
+	c.E2ESamples = int(minOf(pick(ModeEOS, func(r RunResult) float64 { return float64(r.E2ESamples) })))
 	c.BaselineE2EP50Ms = med(ModeBaseline, func(r RunResult) float64 { return r.E2EP50Ms })
 	c.BaselineE2EP99Ms = med(ModeBaseline, func(r RunResult) float64 { return r.E2EP99Ms })
 	c.BaselineE2EMaxMs = maxOf(pick(ModeBaseline, func(r RunResult) float64 { return r.E2EMaxMs }))
@@ -315,6 +362,13 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 	c.KStreamsE2EMaxMs = maxOf(pick(ModeKStreams, func(r RunResult) float64 { return r.E2EMaxMs }))
 	c.KStreamsCPUSecPerM = med(ModeKStreams, func(r RunResult) float64 { return r.CPUSecPerM })
 	c.KStreamsPeakRSSMiB = maxOf(pick(ModeKStreams, func(r RunResult) float64 { return r.PeakRSSMiB }))
+
+	np := pick(ModeEOSNoPreagg, rps)
+	c.EOSNoPreaggRPS, c.EOSNoPreaggRPSMin, c.EOSNoPreaggRPSMax = median(np), minOf(np), maxOf(np)
+	c.EOSNoPreaggVsKStreams = median(roundRatios(runs, ModeEOSNoPreagg, ModeKStreams))
+	c.EOSVsNoPreagg = median(roundRatios(runs, ModeEOS, ModeEOSNoPreagg))
+	c.EOSNoPreaggCPUSecPerM = med(ModeEOSNoPreagg, func(r RunResult) float64 { return r.CPUSecPerM })
+	c.EOSNoPreaggPeakRSSMiB = maxOf(pick(ModeEOSNoPreagg, func(r RunResult) float64 { return r.PeakRSSMiB }))
 
 	c.EOSCPUSecPerM = med(ModeEOS, func(r RunResult) float64 { return r.CPUSecPerM })
 	c.BaselineCPUSecPerM = med(ModeBaseline, func(r RunResult) float64 { return r.CPUSecPerM })

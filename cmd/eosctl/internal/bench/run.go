@@ -39,7 +39,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		if b.aggConfig, err = writeAggregateConfig(dir); err != nil {
+		if b.aggConfig, b.aggConfigNoPreagg, err = writeAggregateConfig(dir); err != nil {
 			return nil, err
 		}
 	}
@@ -82,9 +82,12 @@ type bencher struct {
 
 	// The aggregate topology's configuration file, input and its mean
 	// record size; see aggregate.go.
-	aggConfig    string
-	aggInput     *aggcheck.Input
-	aggMeanBytes float64
+	aggConfig string
+	// aggConfigNoPreagg is aggConfig with preaggregate: false, for
+	// ModeEOSNoPreagg.
+	aggConfigNoPreagg string
+	aggInput          *aggcheck.Input
+	aggMeanBytes      float64
 }
 
 func (b *bencher) connect(ctx context.Context) error {
@@ -169,35 +172,48 @@ func (b *bencher) totalRuns() int {
 	return len(b.cfg.Modes) * b.cfg.Repeat * len(b.cfg.Sizes) * len(b.cfg.Intervals)
 }
 
-// sweep runs every cell in every round. Within a cell the modes run one
-// right after the other in the order of Config.Modes, except in auto cells,
-// where eos runs first so that the others can commit as often as eos chose
-// to.
+// RoundOrder is the order the modes run in, in every cell of round
+// (1-based): modes as given in round 1, rotated left by one each later
+// round, so that over len(modes) rounds every mode runs once in every
+// position, and none always runs first (on a cold cache, a fresh JVM's
+// page cache, a machine still busy with the input).
+func RoundOrder(modes []Mode, round int) []Mode {
+	if len(modes) == 0 {
+		return nil
+	}
+	k := (round - 1) % len(modes)
+	return append(slices.Clone(modes[k:]), modes[:k]...)
+}
+
+// sweep runs every cell in every round, the modes in RoundOrder. In an
+// auto cell the other modes commit as often as eos chose to: until eos has
+// run in the cell, it runs first; after that the others use the interval
+// its latest run chose.
 func (b *bencher) sweep(ctx context.Context) error {
+	chosen := map[string]time.Duration{} // auto cell -> eos's interval
 	for round := 1; round <= b.cfg.Repeat; round++ {
+		order := RoundOrder(b.cfg.Modes, round)
 		for _, size := range b.cfg.Sizes {
 			for _, iv := range b.cfg.Intervals {
-				if !iv.Auto {
-					for _, m := range b.cfg.Modes {
-						if _, err := b.run(ctx, round, m, iv, iv, size); err != nil {
-							return err
-						}
-					}
-					continue
+				key := fmt.Sprintf("%s/%d", iv, size)
+				modes := order
+				if iv.Auto && chosen[key] == 0 {
+					modes = append([]Mode{ModeEOS}, slices.DeleteFunc(slices.Clone(order), func(m Mode) bool { return m == ModeEOS })...)
 				}
-				e, err := b.run(ctx, round, ModeEOS, iv, iv, size)
-				if err != nil {
-					return err
-				}
-				// The interval auto settled on: its median transaction, less
-				// the commit. Rounded to a millisecond for the command line.
-				chosen := max(time.Duration(e.OpenP50Ms*float64(time.Millisecond)).Round(time.Millisecond), time.Millisecond)
-				for _, m := range b.cfg.Modes {
-					if m == ModeEOS {
-						continue
+				for seq, m := range modes {
+					use := iv
+					if iv.Auto && m != ModeEOS {
+						use = Interval{Fixed: chosen[key]}
 					}
-					if _, err := b.run(ctx, round, m, iv, Interval{Fixed: chosen}, size); err != nil {
+					r, err := b.run(ctx, round, seq+1, m, iv, use, size)
+					if err != nil {
 						return err
+					}
+					if iv.Auto && m == ModeEOS {
+						// The interval auto settled on: its median
+						// transaction, less the commit. Rounded to a
+						// millisecond for the command line.
+						chosen[key] = max(time.Duration(r.OpenP50Ms*float64(time.Millisecond)).Round(time.Millisecond), time.Millisecond)
 					}
 				}
 			}
@@ -210,9 +226,9 @@ func (b *bencher) sweep(ctx context.Context) error {
 // live records, then stop the copiers. cellIv names the cell; iv is the
 // interval the copiers use (they differ only for the baseline of an auto
 // cell).
-func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Interval, size int) (RunResult, error) {
+func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv Interval, size int) (RunResult, error) {
 	b.runNo++
-	res := RunResult{Round: round, Mode: mode, Interval: cellIv.String(), Size: size, Records: b.records(size)}
+	res := RunResult{Round: round, Seq: seq, Mode: mode, Interval: cellIv.String(), Size: size, Records: b.records(size)}
 	name := fmt.Sprintf("run %d/%d (round %d, %s, %s, %d bytes)", b.runNo, b.totalRuns(), round, mode, cellIv, size)
 	stem := fmt.Sprintf("%s-%s-%s-%d-r%d", b.prefix, mode, topicSafe(cellIv.String()), size, round)
 	job := copyJob{mode: mode, interval: iv, app: stem, inputs: []string{b.inputs[size], stem + "-live"}, output: stem + "-out", workers: b.cfg.Workers, peerJar: b.peerJar}
@@ -220,6 +236,9 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 	if aggregate {
 		// The second input carries the heartbeats, not live records.
 		job.inputs[1], job.dlq, job.config = stem+"-hb", stem+"-dlq", b.aggConfig
+		if mode == ModeEOSNoPreagg {
+			job.config = b.aggConfigNoPreagg
+		}
 		name = fmt.Sprintf("run %d/%d (round %d, %s, %s, aggregate)", b.runNo, b.totalRuns(), round, mode, cellIv)
 	}
 	b.groups = append(b.groups, stem)
@@ -249,6 +268,14 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 		}
 	}
 	log := newRunLog()
+	// The clock starts before the copiers: its first sample is (now, 0).
+	clock := startOffsetClock(ctx, kadm.NewClient(b.adm), job.app, job.inputs[0])
+	var samples []offsetSample
+	defer func() {
+		if samples == nil {
+			clock.stop()
+		}
+	}()
 	f, err := startFleet(ctx, b.cfg, b.brokers, job, log.onEvent)
 	if err != nil {
 		return res, fmt.Errorf("bench: %s: %w", name, err)
@@ -274,6 +301,9 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 		log.mu.Lock()
 		st = aggregateStats(log.commits, res.Records, drained)
 		log.mu.Unlock()
+		if samples, err = b.readClock(ctx, clock, res.Records); err != nil {
+			return res, fmt.Errorf("bench: %s: %w", name, err)
+		}
 		if err := b.finishAggregate(ctx, &res, job, log); err != nil {
 			return res, fmt.Errorf("bench: %s: %w", name, err)
 		}
@@ -286,6 +316,9 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 		log.mu.Lock()
 		st = drain(log.commits, res.Records)
 		log.mu.Unlock()
+		if samples, err = b.readClock(ctx, clock, res.Records); err != nil {
+			return res, fmt.Errorf("bench: %s: %w", name, err)
+		}
 		if err := b.verify(ctx, &res, job); err != nil {
 			return res, fmt.Errorf("bench: %s: %w", name, err)
 		}
@@ -303,10 +336,12 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 		return res, fmt.Errorf("bench: %s: %w", name, ferr)
 	}
 
-	res.RPS, res.WindowS, res.ShortWindow = st.rps, st.window.Seconds(), st.shortWindow
-	res.MBps = st.rps * float64(size) / 1e6
+	rps, window, short := midRate(samples, res.Records)
+	res.RPS, res.WindowS, res.ShortWindow = rps, window.Seconds(), short
+	res.EventRPS, res.EventWindowS = st.rps, st.window.Seconds()
+	res.MBps = rps * float64(size) / 1e6
 	if aggregate {
-		res.MBps = st.rps * b.aggMeanBytes / 1e6
+		res.MBps = rps * b.aggMeanBytes / 1e6
 	}
 	res.Commits, res.TxnPerSec = st.commits, st.txnPerSec
 	res.CommitP50Ms, res.CommitP99Ms, res.FlushP50Ms = ms(st.commitP50), ms(st.commitP99), ms(st.flushP50)
@@ -314,6 +349,7 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 	res.OverheadPct = st.overhead * 100
 	res.E2ESamples = len(lat.samples)
 	res.E2EP50Ms, res.E2EP99Ms, res.E2EMaxMs = ms(quantile(lat.samples, 0.5)), ms(quantile(lat.samples, 0.99)), ms(quantile(lat.samples, 1))
+	res.E2EP999Ms = ms(quantile(lat.samples, 0.999))
 	res.CPUSeconds = cpu.Seconds()
 	res.CPUSecPerM = cpu.Seconds() / float64(res.Records) * 1e6
 	res.PeakRSSMiB = float64(peak) / (1 << 20)
@@ -326,6 +362,17 @@ func (b *bencher) run(ctx context.Context, round int, mode Mode, cellIv, iv Inte
 	b.runs = append(b.runs, res)
 	b.cfg.Logger.Debug("bench run done", "run", name, "rps", int(res.RPS), "e2e_p99_ms", res.E2EP99Ms)
 	return res, nil
+}
+
+// readClock waits until the broker shows the whole backlog committed by
+// the run's group, and stops the clock: its samples.
+func (b *bencher) readClock(ctx context.Context, c *offsetClock, backlog int64) ([]offsetSample, error) {
+	err := c.waitFor(ctx, backlog, b.cfg.RunTimeout)
+	samples := c.stop()
+	if err != nil {
+		return nil, fmt.Errorf("timing the drain: %w", err)
+	}
+	return samples, nil
 }
 
 // verify reads the backlog and the run's output with read_committed, as
@@ -421,7 +468,15 @@ func (b *bencher) params() Params {
 		Modes: c.Modes, NoIdempotencyKey: c.NoIdempotencyKey,
 		Topology: c.Topology, Sizes: c.Sizes, Partitions: c.Partitions, Workers: c.Workers, Repeat: c.Repeat,
 		OverheadBudget: c.OverheadBudget, MaxCommitInterval: c.MaxCommitInterval.String(), LatencyRate: c.LatencyRate,
-		LatencyDurationNote: "max(1s, 3 commit intervals)",
+		LatencyDurationNote: "max(" + DefaultLatencyDuration.String() + ", 3 commit intervals)",
+		Clock:               "every mode: the group's committed offsets on the backlog, read from the broker every " + clockPoll.String() + ", between 10% and 90% of the backlog",
+	}
+	for round := 1; round <= c.Repeat; round++ {
+		var names []string
+		for _, m := range RoundOrder(c.Modes, round) {
+			names = append(names, string(m))
+		}
+		p.Orders = append(p.Orders, strings.Join(names, ","))
 	}
 	if c.LatencyDuration > 0 {
 		p.LatencyDurationNote = c.LatencyDuration.String()

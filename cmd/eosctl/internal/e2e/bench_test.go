@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eosctl/eos/broker"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // eosctl bench, as a user runs it: copiers as child processes (eosctl run,
@@ -27,7 +30,7 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("eosctl bench: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"vs baseline", "vs bare", " bare ", "50ms", "child processes", "1/1", "wrote " + out("b.png")} {
+	for _, want := range []string{"vs base", "vs bare", " bare ", "50ms", "1/1", "wrote " + out("b.png")} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
@@ -37,6 +40,7 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 			Broker  string `json:"broker"`
 			RTT     string `json:"rtt"`
 			Command string `json:"command"`
+			Copiers string `json:"copiers"`
 		} `json:"params"`
 		Cells []struct {
 			Ratio       float64 `json:"ratio"`
@@ -62,7 +66,8 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("b.json: %v", err)
 	}
-	if rep.Params.Broker != "embedded" || rep.Params.RTT != "1ms" || !strings.Contains(rep.Params.Command, "bench") || len(rep.Cells) != 1 {
+	if rep.Params.Broker != "embedded" || rep.Params.RTT != "1ms" || !strings.Contains(rep.Params.Command, "bench") || len(rep.Cells) != 1 ||
+		!strings.HasPrefix(rep.Params.Copiers, "child processes") {
 		t.Fatalf("b.json: %+v", rep)
 	}
 	c := rep.Cells[0]
@@ -212,5 +217,110 @@ func TestBenchRunsBothTopologiesFromOneCommand(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "c*")); len(m) != 0 {
 		t.Fatalf("a refused bench wrote %v", m)
+	}
+}
+
+// eosctl bench follows the broker rules of every command: EOSCTL_BROKERS
+// alone (no --brokers) names the cluster it measures, not the embedded
+// broker; the table's first line names the brokers and where they came
+// from, the JSON too, and the topics it created there are gone afterwards.
+// Its table reads at a glance: no line of the table itself is wider than
+// 120 columns, the order of the modes rotates between rounds and is
+// printed, and a latency phase too short for a p99.9 says "few" instead of
+// a number. --rtt, the embedded broker's, is refused with EOSCTL_BROKERS
+// as with --brokers.
+func TestBenchHonoursEOSCTLBrokersAndPrintsANarrowTable(t *testing.T) {
+	e := newEnv(t, broker.Config{})
+	addrs := strings.Join(e.b.Addrs(), ",")
+	env := append(os.Environ(), "EOSCTL_BROKERS="+addrs)
+
+	bad := exec.Command(eosctl, "bench", "--rtt", "5ms")
+	bad.Env = env
+	var stderr bytes.Buffer
+	bad.Stderr = &stderr
+	if err := bad.Run(); err == nil || bad.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), "cannot be used with brokers named by EOSCTL_BROKERS") {
+		t.Fatalf("bench --rtt with EOSCTL_BROKERS: %v, %q; want exit 2 naming EOSCTL_BROKERS", err, stderr.String())
+	}
+
+	jsonPath := filepath.Join(t.TempDir(), "b.json")
+	cmd := exec.Command(eosctl, "bench", "--modes", "bare,eos", "--records", "5000", "--sizes", "100", "--intervals", "50ms",
+		"--repeat", "2", "--partitions", "2", "--latency-rate", "1000", "--latency-duration", "300ms", "--json", jsonPath)
+	cmd.Env = env
+	var stdout bytes.Buffer
+	stderr.Reset()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("eosctl bench: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(stdout.String(), "\n")
+	if want := "brokers " + addrs + " (from EOSCTL_BROKERS)"; !strings.HasPrefix(lines[0], want) {
+		t.Fatalf("the table's first line %q does not start with %q", lines[0], want)
+	}
+	if !strings.Contains(stdout.String(), "order of modes by round (rotated each round): 1: bare,eos; 2: eos,bare") {
+		t.Errorf("the table does not print the rotated order:\n%s", stdout.String())
+	}
+	rows := 0
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) > 3 && (f[0] == "interval" || f[0] == "50ms") {
+			rows++
+			if len(l) > 120 {
+				t.Errorf("a table line is %d columns wide, over 120:\n%s", len(l), l)
+			}
+			// 300 samples: too few for a p99 or a p99.9.
+			if f[0] == "50ms" && !strings.Contains(l, "/few/few") {
+				t.Errorf("a row with 300 latency samples prints a p99 or p99.9: %q", l)
+			}
+		}
+	}
+	if rows != 3 {
+		t.Fatalf("%d table lines (header and rows), want 3:\n%s", rows, stdout.String())
+	}
+	var rep struct {
+		Params struct {
+			Broker      string   `json:"broker"`
+			Brokers     []string `json:"brokers"`
+			BrokersFrom string   `json:"brokers_from"`
+			TopicPrefix string   `json:"topic_prefix"`
+			Orders      []string `json:"orders"`
+		} `json:"params"`
+		Cells []struct {
+			Runs []struct {
+				Mode     string  `json:"mode"`
+				Round    int     `json:"round"`
+				Seq      int     `json:"seq"`
+				RPS      float64 `json:"rps"`
+				EventRPS float64 `json:"event_rps"`
+				Verified bool    `json:"verified"`
+			} `json:"runs"`
+		} `json:"cells"`
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	p := rep.Params
+	if p.Broker != "external" || strings.Join(p.Brokers, ",") != addrs || p.BrokersFrom != "EOSCTL_BROKERS" || p.TopicPrefix == "" {
+		t.Fatalf("params: %+v; want the external brokers %s from EOSCTL_BROKERS", p, addrs)
+	}
+	if len(rep.Cells) != 1 || len(rep.Cells[0].Runs) != 4 {
+		t.Fatalf("want one cell of 4 runs: %+v", rep.Cells)
+	}
+	for _, r := range rep.Cells[0].Runs {
+		first := map[int]string{1: "bare", 2: "eos"}[r.Round]
+		if !r.Verified || r.RPS <= 0 || r.EventRPS <= 0 || (r.Seq == 1) != (r.Mode == first) {
+			t.Fatalf("run %+v: want verified, both clocks measured, and %s first in round %d", r, first, r.Round)
+		}
+	}
+	topics, err := kadm.NewClient(e.cl).ListTopics(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range topics.Names() {
+		if strings.HasPrefix(name, p.TopicPrefix) {
+			t.Fatalf("topic %s of the benchmark is still on the cluster", name)
+		}
 	}
 }
