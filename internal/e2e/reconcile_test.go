@@ -41,7 +41,7 @@ func TestReconcileCommandFindsRepairsAndIsWatched(t *testing.T) {
 		t.Helper()
 		var out strings.Builder
 		cmd := exec.CommandContext(e.ctx, eosctl, append([]string{"reconcile",
-			"--brokers", e.b.Addrs()[0], "--to", dsn, "--mapping", mapping, "--input", "rc-in"}, extra...)...)
+			"--brokers", e.b.Addrs()[0], "--to", dsn, "--mapping", mapping, "--input", "rc-in", "--group", "rc"}, extra...)...)
 		cmd.Stdout, cmd.Stderr = &out, e.LogWriter("reconcile")
 		_ = cmd.Run()
 		return cmd.ProcessState.ExitCode(), out.String()
@@ -80,7 +80,7 @@ func TestReconcileCommandFindsRepairsAndIsWatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	watch := exec.CommandContext(e.ctx, eosctl, "reconcile", "--brokers", e.b.Addrs()[0], "--to", dsn, "--mapping", mapping,
-		"--input", "rc-in", "--from", "0", "--watch", "300ms", "--metrics-addr", addr)
+		"--input", "rc-in", "--group", "rc", "--from", "0", "--watch", "300ms", "--metrics-addr", addr)
 	watch.Stdout, watch.Stderr = io.Discard, e.LogWriter("watch")
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
