@@ -214,13 +214,13 @@ func (j *judge) flushRepair(ctx context.Context) error {
 // key's earlier first record (per partition) replaces the candidate the
 // range gave. Only rows that match none of the key's true first records
 // are reported changed. Memory: the suspects only.
-func (j *judge) recheck(ctx context.Context, opts []kgo.Opt, below []verify.PartitionRange) error {
+func (j *judge) recheck(ctx context.Context, below []verify.PartitionRange) error {
 	if len(j.suspects) == 0 {
 		return nil
 	}
 	m := j.st.cfg.Mapping
 	earlier := map[string]map[int32]cand{}
-	err := verify.ReadRanges(ctx, opts, j.st.cfg.Topic, below, func(r *kgo.Record) {
+	err := read(ctx, j.st.cfg, below, func(r *kgo.Record) {
 		key, vals, err := m.Row(r)
 		if err != nil {
 			return
