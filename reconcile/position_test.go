@@ -9,6 +9,7 @@ import (
 
 	"github.com/eosctl/eos/internal/dbtest"
 	"github.com/eosctl/eos/reconcile"
+	"github.com/eosctl/eos/sink"
 )
 
 // TestRecordsBeyondTheSinksOffsetsArePendingNeverMissingNorRepaired: a
@@ -124,25 +125,35 @@ func TestKeysAreLookedUpThroughTheKeysIndex(t *testing.T) {
 	for _, kind := range dbtest.Kinds {
 		t.Run(dbtest.Name(kind), func(t *testing.T) {
 			s := setup(t, kind, 2000)
-			fill := "INSERT INTO events (seq, usr, amount) SELECT g, 'filler', 0 FROM generate_series(100000, 199999) g"
+			// A copy of the sink's table that only the reconciler reads
+			// (the sink's own statements, whose statistics PostgreSQL
+			// reports when its connections end, must not count).
+			copyDDL, fill := "CREATE TABLE ev2 (LIKE events INCLUDING ALL)", "INSERT INTO ev2 (seq, usr, amount) SELECT g, 'filler', 0 FROM generate_series(100000, 199999) g"
 			if kind == dbtest.MySQL {
-				fill = "INSERT INTO events (seq, usr, amount) SELECT seq, 'filler', 0 FROM seq_100000_to_199999"
+				copyDDL, fill = "CREATE TABLE ev2 LIKE events", "INSERT INTO ev2 (seq, usr, amount) SELECT seq, 'filler', 0 FROM seq_100000_to_199999"
 			}
+			s.exec(t, copyDDL)
+			s.exec(t, "INSERT INTO ev2 SELECT * FROM events")
 			s.exec(t, fill)
+			m, err := sink.ParseMapping("m.yaml", []byte(strings.Replace(mappingYAML, "table: events", "table: ev2", 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
 			one := int64(1)
 			cfg := s.config(&one, false)
+			cfg.Mapping = m
 			if kind == dbtest.MySQL {
-				s.exec(t, "ANALYZE TABLE events")
+				s.exec(t, "ANALYZE TABLE ev2")
 				cfg.DSN += "?max_join_size=20000"
 				if rep := s.runWith(t, cfg); !rep.Clean() || rep.Keys != 1997 {
 					t.Fatalf("%s; want clean, 1997 keys", rep.Summary())
 				}
 				return
 			}
-			s.exec(t, "ANALYZE events")
+			s.exec(t, "ANALYZE ev2")
 			scans := func() (seq, idx int64) {
 				s.exec(t, "SELECT pg_stat_clear_snapshot()")
-				if err := s.db.QueryRowContext(t.Context(), "SELECT seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'events'").Scan(&seq, &idx); err != nil {
+				if err := s.db.QueryRowContext(t.Context(), "SELECT seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'ev2'").Scan(&seq, &idx); err != nil {
 					t.Fatal(err)
 				}
 				return seq, idx
@@ -151,7 +162,7 @@ func TestKeysAreLookedUpThroughTheKeysIndex(t *testing.T) {
 			if rep := s.runWith(t, cfg); !rep.Clean() || rep.Keys != 1997 {
 				t.Fatalf("%s; want clean, 1997 keys", rep.Summary())
 			}
-			for deadline := time.Now().Add(5 * time.Second); ; {
+			for deadline := time.Now().Add(30 * time.Second); ; {
 				seq, idx := scans()
 				if idx > idx0 {
 					if seq != seq0 {

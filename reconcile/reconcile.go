@@ -42,7 +42,6 @@ package reconcile
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -273,37 +272,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var below []verify.PartitionRange // under the range read, for recheck
-	rep.ExtraChecked = true
-	var total int64
-	for _, p := range snap {
-		start := p.Start
-		switch {
-		case cfg.From != nil:
-			start = max(start, *cfg.From)
-		default:
-			if m, ok := marks[p.Partition]; ok {
-				start = max(start, m)
-			}
-		}
-		end := p.Start // no committed offset: the sink has written nothing of it
-		if c, ok := committed[p.Partition]; ok {
-			end = min(max(c, p.Start), p.End)
-		}
-		start = min(start, end)
-		if start != 0 {
-			rep.ExtraChecked = false
-		}
-		if start > p.Start {
-			below = append(below, verify.PartitionRange{Partition: p.Partition, Start: p.Start, End: start})
-		}
-		rep.Ranges = append(rep.Ranges, verify.PartitionRange{Partition: p.Partition, Start: start, End: end})
-		total += end - start
-		if end < p.End {
-			rep.Pending = append(rep.Pending, verify.PartitionRange{Partition: p.Partition, Start: end, End: p.End})
-			rep.PendingOffsets += p.End - end
-		}
-	}
+	below, total := plan(rep, snap, marks, committed, cfg.From)
 
 	sp, err := newSpill(cfg.TempDir, total, cfg.bucket)
 	if err != nil {
@@ -372,6 +341,43 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// plan sets rep's judged ranges (from the stored watermark, or from, up to
+// the sink's committed offset), its pending ranges (beyond them, up to the
+// last stable offset) and ExtraChecked; it returns the ranges below the
+// judged ones (for recheck) and the offsets to read.
+func plan(rep *Report, snap []verify.PartitionRange, marks, committed map[int32]int64, from *int64) (below []verify.PartitionRange, total int64) {
+	rep.ExtraChecked = true
+	for _, p := range snap {
+		start := p.Start
+		switch {
+		case from != nil:
+			start = max(start, *from)
+		default:
+			if m, ok := marks[p.Partition]; ok {
+				start = max(start, m)
+			}
+		}
+		end := p.Start // no committed offset: the sink has written nothing of it
+		if c, ok := committed[p.Partition]; ok {
+			end = min(max(c, p.Start), p.End)
+		}
+		start = min(start, end)
+		if start != 0 {
+			rep.ExtraChecked = false
+		}
+		if start > p.Start {
+			below = append(below, verify.PartitionRange{Partition: p.Partition, Start: p.Start, End: start})
+		}
+		rep.Ranges = append(rep.Ranges, verify.PartitionRange{Partition: p.Partition, Start: start, End: end})
+		total += end - start
+		if end < p.End {
+			rep.Pending = append(rep.Pending, verify.PartitionRange{Partition: p.Partition, Start: end, End: p.End})
+			rep.PendingOffsets += p.End - end
+		}
+	}
+	return below, total
+}
+
 // read reads ranges of cfg.Topic with read_committed, with fetches bounded
 // as a worker's are (256 KiB a partition, 8 MiB a response): kgo's
 // defaults (50 MiB responses) took a 1M-record run to 386 MiB of RSS.
@@ -385,53 +391,4 @@ func read(ctx context.Context, cfg Config, ranges []verify.PartitionRange, fn fu
 		return fmt.Errorf("reconcile: reading %s: %w", cfg.Topic, err)
 	}
 	return nil
-}
-
-// text is a value's comparable text: numbers in their shortest exact form,
-// bytes as strings, NULL as NULL.
-func text(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "NULL"
-	case []byte:
-		return string(x)
-	case string:
-		return x
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case float32:
-		return strconv.FormatFloat(float64(x), 'g', -1, 32)
-	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
-}
-
-// same compares a topic value with a table value: as text, or as numbers
-// when both read as numbers (MySQL returns numbers as text).
-func same(topic, table any) bool {
-	a, b := text(topic), text(table)
-	if a == b {
-		return true
-	}
-	fa, errA := strconv.ParseFloat(a, 64)
-	fb, errB := strconv.ParseFloat(b, 64)
-	if errA == nil && errB == nil {
-		return fa == fb || (fb != 0 && abs((fa-fb)/fb) < 1e-12)
-	}
-	if (a == "true" || a == "false") && (b == "1" || b == "0") {
-		return (a == "true") == (b == "1")
-	}
-	return false
-}
-
-func abs(f float64) float64 {
-	if f < 0 {
-		return -f
-	}
-	return f
 }

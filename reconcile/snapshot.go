@@ -41,23 +41,13 @@ func (s *store) snapshot(ctx context.Context) (querier, func(), error) {
 // nothing could be judged, and a mistyped group must not read as "all
 // pending".
 func (s *store) sinkOffsets(ctx context.Context, q querier) (map[int32]int64, error) {
-	rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT kafka_partition, next_offset FROM %s WHERE consumer_group = %s AND topic = %s",
+	out, err := partitionOffsets(ctx, q, fmt.Sprintf("SELECT kafka_partition, next_offset FROM %s WHERE consumer_group = %s AND topic = %s",
 		s.q(s.cfg.OffsetsTable), s.ph(1), s.ph(2)), s.cfg.Group, s.cfg.Topic)
+	if err != nil && (strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "no such table")) {
+		return nil, eos.BadConfig("reconcile.Config", "OffsetsTable %s: the sink's offsets table is not in this database: %w", s.cfg.OffsetsTable, err)
+	}
 	if err != nil {
-		return nil, eos.BadConfig("reconcile.Config", "OffsetsTable %s: reading the sink's offsets: %w", s.cfg.OffsetsTable, err)
-	}
-	defer rows.Close()
-	out := map[int32]int64{}
-	for rows.Next() {
-		var p int32
-		var next int64
-		if err := rows.Scan(&p, &next); err != nil {
-			return nil, err
-		}
-		out[p] = next
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the sink's offsets from %s: %w", s.cfg.OffsetsTable, err)
 	}
 	if len(out) == 0 {
 		return nil, eos.BadConfig("reconcile.Config", "Group: the sink's offsets table %s has no offsets of group %q for topic %q (is Group the sink's consumer group, and has it committed once?)",

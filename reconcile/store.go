@@ -51,8 +51,13 @@ func (s *store) create(ctx context.Context) error {
 
 // watermarks reads the stored watermark of each partition.
 func (s *store) watermarks(ctx context.Context) (map[int32]int64, error) {
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT kafka_partition, watermark FROM %s WHERE name = %s AND topic = %s",
+	return partitionOffsets(ctx, s.db, fmt.Sprintf("SELECT kafka_partition, watermark FROM %s WHERE name = %s AND topic = %s",
 		s.q(s.cfg.StateTable), s.ph(1), s.ph(2)), s.cfg.Name, s.cfg.Topic)
+}
+
+// partitionOffsets reads (partition, offset) rows into a map.
+func partitionOffsets(ctx context.Context, q querier, query string, args ...any) (map[int32]int64, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -60,11 +65,11 @@ func (s *store) watermarks(ctx context.Context) (map[int32]int64, error) {
 	out := map[int32]int64{}
 	for rows.Next() {
 		var p int32
-		var w int64
-		if err := rows.Scan(&p, &w); err != nil {
+		var o int64
+		if err := rows.Scan(&p, &o); err != nil {
 			return nil, err
 		}
-		out[p] = w
+		out[p] = o
 	}
 	return out, rows.Err()
 }

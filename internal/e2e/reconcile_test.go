@@ -17,8 +17,9 @@ import (
 	"github.com/eosctl/eos/reconcile"
 )
 
-// TestReconcileCommandFindsRepairsAndIsWatched: `eosctl reconcile` over a
-// table `eosctl sink` wrote exits 0; after a row is deleted, one planted and
+// TestReconcileCommandFindsRepairsAndIsWatched: `eosctl reconcile` naming a
+// group with no offsets for the topic exits 2; over a table `eosctl sink`
+// wrote it exits 0; after a row is deleted, one planted and
 // one edited it exits 5 and its --json report names each; --repair puts
 // the missing row back and nothing else; --watch exports the last-success
 // timestamp and the discrepancy counts, and stops with 0 on SIGTERM.
@@ -54,6 +55,9 @@ func TestReconcileCommandFindsRepairsAndIsWatched(t *testing.T) {
 			t.Fatalf("reconcile --json printed %q: %v", out, err)
 		}
 		return code, rep
+	}
+	if code, out := run("--group", "not-the-sinks"); code != 2 {
+		t.Fatalf("reconcile with a group that has no offsets for the topic: exit %d (%s), want 2", code, out)
 	}
 	if code, rep := report("--from", "0"); code != 0 || !rep.Clean() || rep.Keys != n {
 		t.Fatalf("reconcile of the sink's table: exit %d, %+v; want 0, clean, %d keys", code, rep, n)
