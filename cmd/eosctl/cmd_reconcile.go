@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/eosctl/eos/metrics"
@@ -119,7 +120,7 @@ authorization failure.`,
 			if watch == 0 {
 				rep, err := reconcile.Run(ctx, cfg)
 				if err != nil {
-					return sinkErr(err)
+					return reconcileErr(err)
 				}
 				print(rep)
 				if !rep.Clean() {
@@ -141,7 +142,7 @@ authorization failure.`,
 			}
 			reconcile.Watch(ctx, cfg, watch, m, func(rep *reconcile.Report, err error) {
 				if err != nil {
-					cfg.Logger.Error("reconcile run failed; retrying at the next interval", "error", sinkErr(err))
+					cfg.Logger.Error("reconcile run failed; retrying at the next interval", "error", reconcileErr(err))
 					return
 				}
 				print(rep)
@@ -167,6 +168,19 @@ authorization failure.`,
 	_ = cmd.MarkFlagRequired("input")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
+}
+
+// reconcileTerms maps reconcile.Config's own field names to this command's
+// flags (the sink's, which its errors also use, are sinkErr's).
+var reconcileTerms = strings.NewReplacer("Config.TempDir", "--temp-dir", "MaxFindings", "--max-findings")
+
+// reconcileErr speaks in flags, keeping what errors.Is needs for the exit
+// code.
+func reconcileErr(err error) error {
+	if err = sinkErr(err); err == nil {
+		return nil
+	}
+	return flagError{msg: reconcileTerms.Replace(err.Error()), err: err}
 }
 
 // discrepancies is returned when reconcile ran and found differences; the
