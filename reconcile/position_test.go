@@ -178,3 +178,16 @@ func TestKeysAreLookedUpThroughTheKeysIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestTheSnapshotOutlivesAnIdleInTransactionTimeout: the read snapshot is
+// idle while the topic is read; a database-wide
+// idle_in_transaction_session_timeout (here 50 ms, against a read of
+// 20,000 records) must not end the run.
+func TestTheSnapshotOutlivesAnIdleInTransactionTimeout(t *testing.T) {
+	s := setup(t, dbtest.Postgres, 20000)
+	s.exec(t, "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET idle_in_transaction_session_timeout = ''50ms''', current_database()); END $$")
+	zero := int64(0)
+	if rep := s.run(t, &zero, false); !rep.Clean() || rep.Keys != 20000 {
+		t.Fatalf("%s; want clean, 20000 keys", rep.Summary())
+	}
+}

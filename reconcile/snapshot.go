@@ -31,6 +31,16 @@ func (s *store) snapshot(ctx context.Context) (querier, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("reconcile: opening the read snapshot: %w", err)
 	}
+	if s.db.Dialect() == "postgres" {
+		// The snapshot stays idle while the topic is read (minutes for
+		// millions of records): a server-wide
+		// idle_in_transaction_session_timeout must not end it. SET takes
+		// no snapshot.
+		if _, err := tx.ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = 0"); err != nil {
+			_ = tx.Rollback()
+			return nil, nil, fmt.Errorf("reconcile: opening the read snapshot: %w", err)
+		}
+	}
 	return tx, func() { _ = tx.Rollback() }, nil
 }
 
