@@ -226,7 +226,7 @@ func Sink(ctx context.Context, cfg SinkConfig) (*SinkReport, error) {
 		return nil, err
 	}
 	zero := int64(0)
-	rc := reconcile.Config{DSN: dsn, Topic: "payments", Mapping: m, ClientOpts: opts, From: &zero, Repair: true}
+	rc := reconcile.Config{DSN: dsn, Topic: "payments", Group: "payments-sink", Mapping: m, ClientOpts: opts, From: &zero, Repair: true}
 	found, err := reconcile.Run(ctx, rc)
 	if err != nil {
 		return nil, err

@@ -17,8 +17,9 @@ import (
 	"github.com/eosctl/eos/reconcile"
 )
 
-// TestReconcileCommandFindsRepairsAndIsWatched: `eosctl reconcile` over a
-// table `eosctl sink` wrote exits 0; after a row is deleted, one planted and
+// TestReconcileCommandFindsRepairsAndIsWatched: `eosctl reconcile` naming a
+// group with no offsets for the topic exits 2; over a table `eosctl sink`
+// wrote it exits 0; after a row is deleted, one planted and
 // one edited it exits 5 and its --json report names each; --repair puts
 // the missing row back and nothing else; --watch exports the last-success
 // timestamp and the discrepancy counts, and stops with 0 on SIGTERM.
@@ -41,7 +42,7 @@ func TestReconcileCommandFindsRepairsAndIsWatched(t *testing.T) {
 		t.Helper()
 		var out strings.Builder
 		cmd := exec.CommandContext(e.ctx, eosctl, append([]string{"reconcile",
-			"--brokers", e.b.Addrs()[0], "--to", dsn, "--mapping", mapping, "--input", "rc-in"}, extra...)...)
+			"--brokers", e.b.Addrs()[0], "--to", dsn, "--mapping", mapping, "--input", "rc-in", "--group", "rc"}, extra...)...)
 		cmd.Stdout, cmd.Stderr = &out, e.LogWriter("reconcile")
 		_ = cmd.Run()
 		return cmd.ProcessState.ExitCode(), out.String()
@@ -54,6 +55,9 @@ func TestReconcileCommandFindsRepairsAndIsWatched(t *testing.T) {
 			t.Fatalf("reconcile --json printed %q: %v", out, err)
 		}
 		return code, rep
+	}
+	if code, out := run("--group", "not-the-sinks"); code != 2 {
+		t.Fatalf("reconcile with a group that has no offsets for the topic: exit %d (%s), want 2", code, out)
 	}
 	if code, rep := report("--from", "0"); code != 0 || !rep.Clean() || rep.Keys != n {
 		t.Fatalf("reconcile of the sink's table: exit %d, %+v; want 0, clean, %d keys", code, rep, n)
@@ -80,7 +84,7 @@ func TestReconcileCommandFindsRepairsAndIsWatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	watch := exec.CommandContext(e.ctx, eosctl, "reconcile", "--brokers", e.b.Addrs()[0], "--to", dsn, "--mapping", mapping,
-		"--input", "rc-in", "--from", "0", "--watch", "300ms", "--metrics-addr", addr)
+		"--input", "rc-in", "--group", "rc", "--from", "0", "--watch", "300ms", "--metrics-addr", addr)
 	watch.Stdout, watch.Stderr = io.Discard, e.LogWriter("watch")
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ func TestUnreachableBrokersFailWithinTheDefaultTimeoutNamingTheCause(t *testing.
 	}{
 		// sink and reconcile reach the database first, then Kafka.
 		{"sink silent", []string{"--brokers", silent, "sink", "--to", dsn, "--mapping", mapping, "--group", "g", "--input", "x"}, "", "no answer within 10s: " + silent + " accepts connections but does not answer a Kafka request"},
-		{"reconcile silent", []string{"--brokers", silent, "reconcile", "--to", dsn, "--mapping", mapping, "--input", "x"}, "", "no answer within 10s: " + silent + " accepts connections but does not answer a Kafka request"},
+		{"reconcile silent", []string{"--brokers", silent, "reconcile", "--to", dsn, "--mapping", mapping, "--input", "x", "--group", "g"}, "", "no answer within 10s: " + silent + " accepts connections but does not answer a Kafka request"},
 		{"sink tls against plaintext", []string{"--brokers", kafka, "--tls", "--timeout", "3s", "sink", "--to", dsn, "--mapping", mapping, "--group", "g", "--input", "x"}, "", "most likely a plaintext listener, while this client uses TLS"}, // kfake never answers the handshake, Kafka closes the connection
 		{"bench silent, --timeout 3s", []string{"--brokers", silent, "--timeout", "3s", "bench", "--modes", "eos", "--intervals", "1s", "--sizes", "100", "--repeat", "1"}, "", "no answer within 3s: " + silent + " accepts connections"},
 		{"produce silent", []string{"--brokers", silent, "produce", "--topic", "x", "--count", "1"}, "", "no answer within 10s: " + silent + " accepts connections but does not answer a Kafka request"},
