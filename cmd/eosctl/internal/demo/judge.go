@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eosctl/eos/internal/rangeread"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,50 +46,35 @@ func (r *run) judge(ctx context.Context) error {
 	return nil
 }
 
-// countLog counts the data records in topic up to its high watermark as a
-// read_uncommitted consumer sees them: committed and aborted alike.
-func countLog(ctx context.Context, adm *kgo.Client, opts []kgo.Opt, topic string) (int64, error) {
-	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+// countLog counts the data records in topic from its log start to its high
+// watermark as a read_uncommitted consumer sees them: committed and aborted
+// alike.
+func countLog(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic string) (int64, error) {
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	var ends kadm.ListedOffsets
+	if err == nil {
+		ends, err = adm.ListEndOffsets(ctx, topic)
+	}
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+		return 0, fmt.Errorf("listing offsets of %s: %w", topic, err)
 	}
-	want := map[int32]kgo.Offset{}
-	left := 0
+	ranges := rangeread.Ranges{topic: {}}
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = kgo.NewOffset().AtStart()
-			left++
-		}
+		s, _ := starts.Lookup(topic, o.Partition)
+		ranges[topic][o.Partition] = rangeread.Span{Start: s.Offset, End: o.Offset}
 	})
-	if left == 0 {
-		return 0, nil
-	}
-	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())...)
-	if err != nil {
-		return 0, err
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var n int64
-	done := map[int32]bool{}
-	for len(done) < left {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return 0, fmt.Errorf("reading %s read_uncommitted: %w", topic, err)
-		}
-		fs.EachRecord(func(rec *kgo.Record) {
-			if !rec.Attrs.IsControl() {
-				n++
-			}
-			if end, _ := ends.Lookup(topic, rec.Partition); rec.Offset+1 >= end.Offset {
-				done[rec.Partition] = true
-			}
-		})
+	if err := rangeread.Read(ctx, opts, ranges, rangeread.Options{Uncommitted: true}, func(*kgo.Record) { n++ }); err != nil {
+		return 0, fmt.Errorf("reading %s read_uncommitted: %w", topic, err)
 	}
 	return n, nil
 }
