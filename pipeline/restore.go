@@ -70,9 +70,7 @@ func (w *Worker) restore(ctx context.Context, parts []int32) {
 		return
 	}
 	set.publish(states)
-	if w.onRestored != nil {
-		w.onRestored(states)
-	}
+	w.test.restored(states)
 	d := time.Since(start)
 	w.log.Info("state restored", "stores", set.names, "partitions", parts, "records", n, "duration", d.Round(time.Millisecond),
 		"records_per_sec", int64(float64(n)/max(d.Seconds(), 1e-9)))

@@ -12,7 +12,6 @@ import (
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
-	"github.com/eosctl/eos/internal/testhook"
 	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -121,17 +120,12 @@ type Worker struct {
 	log   *slog.Logger
 	stats Stats
 	col   collector
-	// abort is the fraction of transactions aborted on purpose, from
-	// internal/testhook: tests only.
-	abortFraction float64
-	rec           Record
+	rec   Record
+	test  *testHooks // nil in production
 
-	lay   layout
-	state *stateSet // nil: the Transform keeps no state
-	// onRestored, if set, sees every restore's result before it is
-	// published (tests).
-	onRestored        func(map[int32]*partitionState)
-	deadLetters       int // in the open transaction
+	lay               layout
+	state             *stateSet // nil: the Transform keeps no state
+	deadLetters       int       // in the open transaction
 	lastDeadLetterLog time.Time
 	dlqReady          bool          // the dead-letter topic exists
 	outParts          int32         // partitions of new output topics
@@ -416,11 +410,9 @@ func (w *Worker) awaitInputs(ctx context.Context, cl *kgo.Client) error {
 // through: a *fencing.FencedError when another incarnation took over its
 // transactional.id, an authorization error, or a failed Transform.
 func (w *Worker) Run(ctx context.Context) error {
-	if f := testhook.AbortFraction(ctx); f != 0 {
-		if f < 0 || f >= 1 {
-			return fmt.Errorf("test hook: abort fraction %g is outside [0, 1)", f)
-		}
-		w.abortFraction = f
+	var err error
+	if w.test, err = hooksFrom(ctx, w.test); err != nil {
+		return err
 	}
 	if err := w.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -639,7 +631,7 @@ func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches,
 // transaction.
 func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error {
 	w.pace.committing()
-	commit := w.abortFraction == 0 || rand.Float64() >= w.abortFraction
+	commit := !w.test.abort()
 	// The context is not the worker's: canceling an EndTxn in flight would
 	// leave its outcome unknown, and shutdown wants this commit to land.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout)
