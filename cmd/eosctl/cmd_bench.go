@@ -38,6 +38,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 		rtt                time.Duration
 		runTimeout         time.Duration
 		inProcess, noTable bool
+		threads            string
+		warmupRecords      int64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -154,6 +156,21 @@ extension; repeatable).`,
 			}
 			cfg.NoIdempotencyKey = !eosIdemKey
 			changed := cmd.Flags().Changed
+			if changed("threads") {
+				if cfg.Threads, err = bench.ParseThreads(threads); err != nil {
+					return usage(err)
+				}
+			}
+			switch {
+			case !changed("warmup-records"):
+				cfg.WarmupRecords = 0 // the library's default, per topology
+			case warmupRecords == 0:
+				cfg.WarmupRecords = -1 // none
+			case warmupRecords < 0:
+				return usage(fmt.Errorf("--warmup-records must be 0 (none) or positive"))
+			default:
+				cfg.WarmupRecords = warmupRecords
+			}
 			// Zero is the library's "default" for these, so only the
 			// command line, which has its own defaults, can tell a 0 the
 			// user typed from none; bench.Config judges everything else.
@@ -271,7 +288,11 @@ extension; repeatable).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos, kstreams (Kafka Streams; --brokers only); eos alone by default for --topology aggregate")
+	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos, and with --brokers the JVM peers kstreams (Kafka Streams) and javaloop (a Java transactional loop), each with eos's client settings, or with their clients' defaults as kstreams-defaults and javaloop-defaults; eos alone by default for --topology aggregate")
+	f.StringVar(&threads, "threads", "", "parallelism of every copier, comma-separated to sweep (e.g. 1,2): GOMAXPROCS of the Go copiers, stream threads of Kafka Streams, loops of the Java loop, and -XX:ActiveProcessorCount of the JVMs (default: this process's GOMAXPROCS)")
+	f.Int64Var(&warmupRecords, "warmup-records", 0, "records each JVM peer drains in its own JVM before the measured backlog, so that its JIT is warm; 0: none (default 500,000, or 100,000 orders for --topology aggregate)")
+	f.StringVar(&cfg.JVMHeap, "jvm-heap", "", "each JVM peer's -Xmx (default "+bench.DefaultJVMHeap+")")
+	f.StringVar(&cfg.KStreamsStore, "kstreams-store", "rocksdb", "the aggregate's stores in the Kafka Streams modes: rocksdb (RocksDB window store, suppress(untilWindowCloses)) or memory (in-memory window store, emitStrategy(onWindowClose))")
 	f.BoolVar(&eosIdemKey, "eos-idempotency-key", true, "run eos with its idempotency-key header (false: without, as eosctl run --idempotency-key=false)")
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
 	f.StringVar(&sizes, "sizes", "", "record value sizes to sweep, in bytes, comma-separated (default 100,1024; none with --topology aggregate, whose input has its own records)")

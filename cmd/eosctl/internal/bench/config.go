@@ -84,7 +84,7 @@ const (
 var AllModes = []Mode{ModeBaseline, ModeBare, ModeEOS}
 
 // knownModes are every mode, in the order a cell runs them by default.
-var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeKStreams}
+var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeKStreams, ModeKStreamsDefaults, ModeJavaLoop, ModeJavaLoopDefaults}
 
 // ParseModes parses a comma-separated list such as "baseline,bare,eos" or
 // "baseline,eos,kstreams".
@@ -97,7 +97,7 @@ func ParseModes(s string) ([]Mode, error) {
 		}
 		m := Mode(f)
 		if !slices.Contains(knownModes, m) {
-			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare, eos or kstreams", f)
+			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare, eos, kstreams, kstreams-defaults, javaloop or javaloop-defaults", f)
 		}
 		if slices.Contains(out, m) {
 			return nil, eos.BadConfig("bench.Config.Modes", "mode %q is listed twice", f)
@@ -236,6 +236,29 @@ type Config struct {
 	// max(1s, 3 commit intervals).
 	LatencyDuration time.Duration
 
+	// Threads are the parallelism of every copier, one sweep of the cells
+	// at each count: Go copiers (child processes) run with GOMAXPROCS=N,
+	// Kafka Streams with N stream threads and the Java loop with N
+	// consumer-producer loops, both in a JVM told it has N processors
+	// (-XX:ActiveProcessorCount=N, which sizes its GC and JIT threads).
+	// Default: this process's GOMAXPROCS, alone. With InProcess, only that.
+	Threads []int
+
+	// WarmupRecords is the backlog every JVM peer drains in the same JVM
+	// before its measured backlog (a warm-up topic of that many records,
+	// written once per size; for the aggregate, a second
+	// verify.AggregateInput), so that the JIT has compiled the copy path
+	// before the clock starts; 0 means DefaultWarmupRecords, -1 none. The
+	// Go modes, compiled ahead of time, have none.
+	WarmupRecords int64
+	// JVMHeap is each JVM peer's -Xmx; default DefaultJVMHeap.
+	JVMHeap string
+	// KStreamsStore is the aggregate's stores in the Kafka Streams modes:
+	// rocksdb (the default: RocksDB window store and
+	// suppress(untilWindowCloses)) or memory (in-memory window store and
+	// emitStrategy(onWindowClose)).
+	KStreamsStore string
+
 	// NoIdempotencyKey runs the eos copiers without the idempotency-key
 	// header (pipeline.Config.NoIdempotencyKey), to measure what the header
 	// costs.
@@ -328,7 +351,7 @@ func (c *Config) validate() error {
 	}
 	for i, m := range c.Modes {
 		if !slices.Contains(knownModes, m) || slices.Contains(c.Modes[:i], m) {
-			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, kstreams at most once", c.Modes)
+			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, kstreams, kstreams-defaults, javaloop, javaloop-defaults at most once", c.Modes)
 		}
 	}
 	def := func(v *int, d int) {
@@ -420,7 +443,7 @@ func (c *Config) validate() error {
 			return eos.BadConfig("bench.Config.Records", "the aggregate input holds at most %d regular records (verify.AggregateMaxRecords: more would span its grace period, and regular records could be late), got %d", verify.AggregateMaxRecords, c.Records)
 		}
 		for _, m := range c.Modes {
-			if m != ModeEOS && m != ModeKStreams {
+			if m != ModeEOS && !m.kstreams() {
 				// The copy loops keep no state: an aggregate needs
 				// windows that survive a restart and a repartition step.
 				return eos.BadConfig("bench.Config.Modes", "the aggregate topology runs in the eos and kstreams modes only; the %s mode is a stateless copy loop: drop it from the modes", m)
@@ -430,13 +453,8 @@ func (c *Config) validate() error {
 	if slices.Contains(c.Modes, ModeBare) && c.Topology != "passthrough" {
 		return eos.BadConfig("bench.Config.Modes", "the bare mode only copies (passthrough); drop it from the modes to benchmark %s", c.Topology)
 	}
-	if slices.Contains(c.Modes, ModeKStreams) {
-		switch {
-		case len(c.Brokers) == 0:
-			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (bench.Config.Brokers), not the embedded broker")
-		case c.InProcess:
-			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams as a JVM child process; with bench.Config.InProcess the other modes' CPU and RSS would be the whole process's, not comparable: drop one of them")
-		}
+	if err := c.validateJVM(); err != nil {
+		return err
 	}
 	if slices.ContainsFunc(c.Intervals, func(i Interval) bool { return i.Auto }) && !slices.Contains(c.Modes, ModeEOS) {
 		return eos.BadConfig("bench.Config.Modes", "an auto interval needs the eos mode, which chooses it")

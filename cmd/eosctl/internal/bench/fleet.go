@@ -30,7 +30,11 @@ type copyJob struct {
 	inputs   []string
 	output   string
 	workers  int
-	peerJar  string // the kstreams mode's jar
+	peerJar  string // the JVM modes' jar
+	threads  int    // GOMAXPROCS of the Go copiers, threads of the JVM peers
+	warmup   string // the JVM peers' warm-up input, if any
+	// settings are eos's client settings, which the matched JVM modes run with.
+	settings pipeline.ClientSettings
 	config   string // the topology's configuration file, if it takes one
 	dlq      string // the dead-letter topic, for the aggregate topology
 }
@@ -48,7 +52,7 @@ type fleet interface {
 
 // startFleet starts job's copiers in the way cfg says.
 func startFleet(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
-	if job.mode == ModeKStreams {
+	if job.mode.jvm() {
 		return startKStreams(ctx, cfg, brokers, job, onEvent)
 	}
 	if cfg.InProcess {
@@ -170,6 +174,11 @@ func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	for i := range job.workers {
 		cmd := exec.CommandContext(ctx, bin, copierArgs(cfg, brokers, job, i)...)
 		cmd.Env = append(os.Environ(), cfg.ChildEnv...)
+		if job.threads > 0 {
+			// The parallelism of the cell (Config.Threads); the last
+			// GOMAXPROCS in the environment wins.
+			cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(job.threads))
+		}
 		parse := func(line []byte) {
 			var e pipeline.Event
 			if json.Unmarshal(line, &e) == nil && e.Kind != "" {

@@ -27,9 +27,16 @@ func WriteTable(w io.Writer, r *Report) error {
 	if p.NoIdempotencyKey {
 		fmt.Fprintln(w, "eos ran without the idempotency-key header (bench.Config.NoIdempotencyKey)")
 	}
+	for _, line := range settingsLines(p) {
+		fmt.Fprintln(w, line)
+	}
+	threadsCol := len(p.Threads) > 1
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	withKS := slices.Contains(p.Modes, ModeKStreams)
 	head := "interval\tsize\tmode\trec/s\tvs baseline (min-max)\tvs bare (min-max)\t"
+	if threadsCol {
+		head = "threads\t" + head
+	}
 	if withKS {
 		head += "vs kstreams (min-max)\t"
 	}
@@ -46,13 +53,16 @@ func WriteTable(w io.Writer, r *Report) error {
 				vsKS = ratioCell(roundRatios(c.Runs, m, ModeKStreams))
 			}
 			row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t", c.Interval, sizeLabel(c.Size), m, grouped(st.rps), vsBase, vsBare)
+			if threadsCol {
+				row = strconv.Itoa(c.Threads) + "\t" + row
+			}
 			if withKS {
 				row += vsKS + "\t"
 			}
 			// Kafka Streams reports no commits: its transaction rate,
 			// commit timings and overhead are unknown, not zero.
 			commits := fmt.Sprintf("%.1f\t%.1f/%.1f\t%.1f\t%.1f\t", st.txnPerSec, st.commitP50, st.commitP99, st.flushP50, st.overhead)
-			if m == ModeKStreams {
+			if m.jvm() {
 				commits = "-\t-\t-\t-\t"
 			}
 			// An aggregate has no latency phase (see the note below the
@@ -68,8 +78,16 @@ func WriteTable(w io.Writer, r *Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if withKS {
-		fmt.Fprintln(w, "kstreams: Kafka Streams (exactly_once_v2) as one JVM per worker; its progress is its group's committed offsets read from the broker, so it has no txn/s, commit timings or overhead (-); its CPU counts from when each JVM reached RUNNING")
+	if slices.ContainsFunc(p.Modes, Mode.jvm) {
+		fmt.Fprintln(w, "JVM modes (kstreams: Kafka Streams with exactly_once_v2; javaloop: a hand-written Java transactional copy loop; -defaults: with their clients' defaults instead of eos's settings) run one JVM per worker; their progress is their group's committed offsets read from the broker, so they have no txn/s, commit timings or overhead (-); their CPU counts from when each JVM printed started, after its warm-up")
+	}
+	for _, c := range r.Cells {
+		for _, pc := range c.Peers {
+			if pc.EOSVs > 0 {
+				fmt.Fprintf(w, "eos vs %s (threads %d, %s, size %s): %s (%.3f-%.3f)\n", pc.Mode, c.Threads, c.Interval, sizeLabel(c.Size),
+					strconv.FormatFloat(pc.EOSVs, 'f', 3, 64), pc.EOSVsMin, pc.EOSVsMax)
+			}
+		}
 	}
 	if p.Topology == topologyAggregate {
 		fmt.Fprintln(w, "aggregate: verify.AggregateInput (orders, late records, poison pills; size -), judged by verify.JudgeAggregate (every window and dead letter exactly once); rec/s counts input records until the group had consumed the input and the repartition topic; no e2e latency (-): a window's result is written when its grace period has passed in event time, so the delay from an order to its result is the input's, not the processor's")
