@@ -173,12 +173,7 @@ func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	f := &children{}
 	for i := range job.workers {
 		cmd := exec.CommandContext(ctx, bin, copierArgs(cfg, brokers, job, i)...)
-		cmd.Env = append(os.Environ(), cfg.ChildEnv...)
-		if job.threads > 0 {
-			// The parallelism of the cell (Config.Threads); the last
-			// GOMAXPROCS in the environment wins.
-			cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(job.threads))
-		}
+		cmd.Env = copierEnv(cfg, job)
 		parse := func(line []byte) {
 			var e pipeline.Event
 			if json.Unmarshal(line, &e) == nil && e.Kind != "" {
@@ -221,6 +216,17 @@ func (f *children) start(ctx context.Context, name string, cmd *exec.Cmd, parse 
 		}
 	}()
 	return c, nil
+}
+
+// copierEnv is the environment of job's Go copiers: this process's, the
+// connection's (Config.ChildEnv), and GOMAXPROCS set to the cell's threads
+// (Config.Threads), after any GOMAXPROCS of this process's environment.
+func copierEnv(cfg *Config, job copyJob) []string {
+	env := append(os.Environ(), cfg.ChildEnv...)
+	if job.threads > 0 {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(job.threads))
+	}
+	return env
 }
 
 // copierArgs is the command line of copier i of job. The eos copier is a
