@@ -44,7 +44,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure what exactly-once costs: eos against an at-least-once baseline, a hand-written loop and Kafka Streams, in one run",
-		Long: `Runs the same topology over the same pre-produced input in up to four modes
+		Long: `Runs the same topology over the same pre-produced input in several modes
 (--modes, default baseline,bare,eos, run in the order given in every cell),
 on the same brokers, for --repeat rounds:
 
@@ -61,14 +61,32 @@ on the same brokers, for --repeat rounds:
   kstreams  Kafka Streams 4.4 with processing.guarantee=exactly_once_v2 (the
             application of bench/peers/kstreams, built with Maven on first
             use into ~/.cache/eos/kstreams-peer, or $EOS_KAFKA_CACHE; needs
-            java 17+ and mvn), one JVM per worker (-Xmx512m, one stream
-            thread); real Apache Kafka only (--brokers), passthrough or
-            aggregate.
-            Kafka Streams reports no commits: its progress is its group's
-            committed offsets, read from the broker every 25 ms, so its
-            txn/s, commit timings and overhead show "-"; its throughput,
-            e2e latency, CPU (counted from when the JVM is RUNNING) and peak
-            RSS are measured as the others'.
+            java 17+ and mvn), one JVM per worker (-Xmx from --jvm-heap,
+            --threads stream threads); real Apache Kafka only (--brokers),
+            passthrough or aggregate (--kstreams-store rocksdb or memory);
+  javaloop  a hand-written Java transactional copy loop in the same jar
+            (KafkaConsumer read_committed, KafkaProducer with a
+            transactional.id, sendOffsetsToTransaction with the group
+            metadata, commit every interval; abort and rewind to the
+            committed offsets on error), --threads loops per JVM; beside
+            bare, it separates the client from the engine; passthrough only;
+  kstreams-defaults, javaloop-defaults
+            the same with their clients' defaults instead of eos's settings.
+            kstreams and javaloop run with eos's effective client settings
+            (compression, batch size, linger, acks, in-flight, fetch
+            bounds), which the table prints for every mode. Each JVM first
+            drains --warmup-records records in the same JVM, so that its JIT
+            is warm. The JVM peers report no commits: their progress is
+            their group's committed offsets, read from the broker every
+            25 ms, so their txn/s, commit timings and overhead show "-";
+            their throughput, e2e latency, CPU (counted from when the JVM
+            printed started, after its warm-up) and peak RSS (the whole
+            process: heap, RocksDB and other native memory) are measured as
+            the others'.
+
+--threads 1,2 runs every cell at each parallelism: the Go copiers with
+GOMAXPROCS=N, Kafka Streams with N stream threads, the Java loop with N
+loops, each JVM with -XX:ActiveProcessorCount=N.
 
 After each drain the output is read back with read_committed and must hold
 every input record exactly once and in order per partition; bare, eos or
@@ -133,7 +151,9 @@ extension; repeatable).`,
   eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000
   # the aggregate (count/sum/min/max/avg per user per 5 s window), both outputs judged window by window:
   eosctl --brokers 127.0.0.1:9092 bench --topology aggregate --modes eos,kstreams --intervals 100ms --records 500000 --repeat 3
-  eosctl --brokers 127.0.0.1:9092 bench --topology passthrough,aggregate --modes eos,kstreams --intervals 100ms --records 300000 --repeat 3 --latency-rate 1000 --json kstreams.json`,
+  eosctl --brokers 127.0.0.1:9092 bench --topology passthrough,aggregate --modes eos,kstreams --intervals 100ms --records 300000 --repeat 3 --latency-rate 1000 --json kstreams.json
+  # the matched comparison: eos, the franz-go and Java loops and Kafka Streams with eos's client settings, warm JVMs, 1 and 2 cores:
+  eosctl --brokers 127.0.0.1:9092 bench --modes bare,javaloop,eos,kstreams,kstreams-defaults --threads 1,2 --sizes 100 --intervals 100ms --records 3000000 --repeat 2 --latency-rate 2000 --json matched.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error

@@ -1,6 +1,6 @@
 // Package bench measures what exactly-once costs on a given cluster, for
 // eosctl bench and for programs that measure it their own way: it runs the
-// same topology over the same pre-produced input in up to three modes, one
+// same topology over the same pre-produced input in several modes, one
 // after the other, on the same brokers, and reports the differences.
 //
 //   - baseline: an at-least-once copy loop (see RunBaseline): idempotent
@@ -21,6 +21,19 @@
 //     polled every 25 ms): its throughput, end-to-end latency, CPU and peak
 //     RSS are measured as the others', but it has no commit timings, commit
 //     overhead or transaction rate. Not in the default modes.
+//   - javaloop: a hand-written Java transactional copy loop in the same jar
+//     (KafkaConsumer with read_committed, KafkaProducer with a
+//     transactional.id, sendOffsetsToTransaction with the group metadata),
+//     passthrough only, measured as kstreams: beside bare, it separates the
+//     client from the engine.
+//   - kstreams-defaults, javaloop-defaults: the same peers with their
+//     clients' defaults. kstreams and javaloop run with eos's effective
+//     client settings (pipeline.WorkerClientSettings), so that their cells
+//     are matched; every mode's settings are in Params.ClientSettings.
+//
+// Every JVM drains a warm-up backlog in the same JVM before its measured
+// one (Config.WarmupRecords), and every cell runs at each of Config.Threads
+// (GOMAXPROCS of the Go copiers, threads of the JVM peers).
 //
 // After each drain the output is read back with read_committed (package
 // verify) and must hold every input record exactly once, in input order per
