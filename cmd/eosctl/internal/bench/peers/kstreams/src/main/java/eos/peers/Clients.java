@@ -129,9 +129,11 @@ final class Clients {
     /**
      * Waits until group has committed every record of topics as they stand now (their end offsets),
      * polling every 100 ms: the end of a warm-up drain. The topics hold no transaction markers (eosctl
-     * bench writes them without transactions), so their end offsets count records. Returns the records.
+     * bench writes them without transactions), so their end offsets count records. Returns the records;
+     * throws once failed says the drain failed or was stopped, so that a dead warm-up is not waited for.
      */
-    static long awaitCommitted(String bootstrap, String group, List<String> topics) throws Exception {
+    static long awaitCommitted(String bootstrap, String group, List<String> topics, java.util.function.Supplier<String> failed)
+        throws Exception {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         try (Admin admin = Admin.create(p)) {
@@ -157,6 +159,10 @@ final class Clients {
                 });
                 if (behind.isEmpty()) {
                     return total;
+                }
+                String why = failed.get();
+                if (why != null) {
+                    throw new Exception("the warm-up stopped before its group had committed all of " + topics + ": " + why);
                 }
                 Thread.sleep(100);
             }

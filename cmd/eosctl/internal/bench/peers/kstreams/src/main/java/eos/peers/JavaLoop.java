@@ -91,9 +91,14 @@ public final class JavaLoop {
                 KStreamsPeer.Flags w = f.warmup();
                 KStreamsPeer.prepareTopics(w);
                 Fleet warm = Fleet.start(w);
-                long records = Clients.awaitCommitted(w.bootstrap, w.appId, w.inputs());
-                if (warm.close() != 0) {
-                    return 1;
+                long records;
+                try {
+                    records = Clients.awaitCommitted(w.bootstrap, w.appId, w.inputs(), () -> warm.failure.get() != null
+                        ? String.valueOf(warm.failure.get()) : stop.getCount() == 0 ? "stopped by a signal" : null);
+                } finally {
+                    if (warm.close() != 0) {
+                        return 1;
+                    }
                 }
                 out.println("{\"kind\":\"warmed\",\"records\":" + records + ",\"seconds\":" + (System.nanoTime() - t0) / 1e9 + "}");
             }

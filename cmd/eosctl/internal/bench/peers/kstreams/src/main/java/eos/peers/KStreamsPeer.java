@@ -287,7 +287,8 @@ public final class KStreamsPeer {
             }
             long records;
             try {
-                records = Clients.awaitCommitted(w.bootstrap, w.appId, w.inputs());
+                records = Clients.awaitCommitted(w.bootstrap, w.appId, w.inputs(), () -> warm.failure.get() != null
+                    ? String.valueOf(warm.failure.get()) : stop.getCount() == 0 ? "stopped by a signal" : null);
             } catch (Exception e) {
                 warm.close();
                 System.err.println("kstreams-peer: warm-up: " + e);
