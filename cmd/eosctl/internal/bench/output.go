@@ -229,7 +229,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 
 // csvColumns are the cell fields of the CSV file, by their JSON names.
 var csvColumns = []string{
-	"interval", "size", "records", "rounds",
+	"interval", "size", "threads", "records", "rounds",
 	"baseline_rps", "baseline_rps_min", "baseline_rps_max", "baseline_mbps",
 	"eos_rps", "eos_rps_min", "eos_rps_max", "eos_mbps",
 	"ratio", "ratio_min", "ratio_max", "loss_pct",
