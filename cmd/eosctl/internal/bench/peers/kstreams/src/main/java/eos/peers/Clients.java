@@ -18,6 +18,8 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.streams.KafkaClientSupplier;
 import org.apache.kafka.streams.processor.internals.DefaultKafkaClientSupplier;
 
@@ -78,7 +80,19 @@ final class Clients {
      * resolves it (defaults filled in), as a JSON object of strings.
      */
     static String effective(Map<String, Object> config, boolean producer) {
-        Map<String, ?> values = producer ? new ProducerConfig(config).values() : new ConsumerConfig(config).values();
+        // Kafka Streams hands its clients no (de)serializers (it passes them to the constructors), which the
+        // config classes require: add byte-array ones, which change none of the settings reported.
+        Map<String, Object> c = new HashMap<>(config);
+        c.putIfAbsent(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+        c.putIfAbsent(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+        c.putIfAbsent(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        c.putIfAbsent(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        if (producer) {
+            c.keySet().removeIf(k -> k.endsWith("deserializer"));
+        } else {
+            c.keySet().removeIf(k -> k.endsWith(".serializer"));
+        }
+        Map<String, ?> values = producer ? new ProducerConfig(c).values() : new ConsumerConfig(c).values();
         StringBuilder b = new StringBuilder("{");
         for (String k : producer ? PRODUCER_KEYS : CONSUMER_KEYS) {
             if (b.length() > 1) {

@@ -309,7 +309,13 @@ public final class KStreamsPeer {
             System.err.println("kstreams-peer: " + e.getMessage());
             return 1;
         }
-        measured.awaitRunning(out);
+        try {
+            measured.awaitRunning(out);
+        } catch (RuntimeException e) {
+            System.err.println("kstreams-peer: reporting the started line: " + e);
+            measured.close();
+            return 1;
+        }
         try {
             stop.await();
         } catch (InterruptedException e) {
