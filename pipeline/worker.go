@@ -274,13 +274,9 @@ func (w *Worker) clientOpts() []kgo.Opt {
 	if w.cfg.GroupProtocol == "consumer" {
 		extra = append(extra, kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
 	}
-	// Fetches are bounded in compressed bytes, and a worker holds about two
-	// of them decompressed (one being processed, one buffered): with kgo's
-	// defaults (1 MiB a partition, 50 MiB a response) a compressible
-	// backlog took a worker to 200-300 MiB. These keep it near 100 MiB
-	// whatever the backlog, and still carry 1.5 MiB per 6 partitions and
-	// round trip; ClientOpts come after them and can raise them.
-	bounded := []kgo.Opt{kgo.FetchMaxPartitionBytes(256 << 10), kgo.FetchMaxBytes(8 << 20),
+	// The fetch bounds (FetchBounds) first: ClientOpts come after them and
+	// can raise them.
+	bounded := append(FetchBounds(),
 		// Under transactions v2 a transaction's first Produce is answered
 		// CONCURRENT_TRANSACTIONS while the previous commit's markers are
 		// still being written (the broker itself retries for 100ms
@@ -290,7 +286,7 @@ func (w *Worker) clientOpts() []kgo.Opt {
 		// worker committing every 10ms stalled up to 5s at a time and
 		// made 0.6-0.9 commits/s instead of 5-6.5 (RELIABILITY.md, "On
 		// Apache Kafka"). 100ms is Java's retry.backoff.ms.
-		kgo.MetadataMinAge(ProduceRetryMetadataAge)}
+		kgo.MetadataMinAge(ProduceRetryMetadataAge))
 	return append(append(append(bounded, w.cfg.ClientOpts...), extra...),
 		kgo.ConsumerGroup(w.cfg.App),
 		kgo.ConsumeTopics(w.lay.consume...),

@@ -39,11 +39,13 @@ func newBenchCmd(g *globals) *cobra.Command {
 		runTimeout         time.Duration
 		inProcess, noTable bool
 		wide               bool
+		threads            string
+		warmupRecords      int64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure what exactly-once costs: eos against an at-least-once baseline, a hand-written loop and Kafka Streams, in one run",
-		Long: `Runs the same topology over the same pre-produced input in up to five modes
+		Long: `Runs the same topology over the same pre-produced input in several modes
 (--modes, default baseline,bare,eos), on the same brokers, for --repeat
 rounds; round 1 runs them in the order given in every cell, and each later
 round rotates that order by one (printed above the table), so that no mode
@@ -62,19 +64,39 @@ always runs first:
   kstreams  Kafka Streams 4.4 with processing.guarantee=exactly_once_v2 (the
             application of bench/peers/kstreams, built with Maven on first
             use into ~/.cache/eos/kstreams-peer, or $EOS_KAFKA_CACHE; needs
-            java 17+ and mvn), one JVM per worker (-Xmx512m, one stream
-            thread); real Apache Kafka only (--brokers or EOSCTL_BROKERS),
-            passthrough or aggregate.
-            Kafka Streams reports no commits, so its txn/s, commit timings
-            and overhead show "-"; its throughput, e2e latency, CPU (counted
-            from when the JVM is RUNNING) and peak RSS are measured as the
-            others';
+            java 17+ and mvn), one JVM per worker (-Xmx from --jvm-heap,
+            --threads stream threads); real Apache Kafka only (--brokers or
+            EOSCTL_BROKERS), passthrough or aggregate (--kstreams-store
+            rocksdb or memory);
+  javaloop  a hand-written Java transactional copy loop in the same jar
+            (KafkaConsumer read_committed, KafkaProducer with a
+            transactional.id, sendOffsetsToTransaction with the group
+            metadata, commit every interval; abort and rewind to the
+            committed offsets on error), --threads loops per JVM; beside
+            bare, it separates the client from the engine; passthrough only;
+  kstreams-defaults, javaloop-defaults
+            the same with their clients' defaults instead of eos's settings.
+            kstreams and javaloop run with eos's effective client settings
+            (compression, batch size, linger, acks, in-flight, fetch
+            bounds), which the table prints for every mode. Each JVM first
+            drains --warmup-records records in the same JVM, so that its JIT
+            is warm. The JVM peers report no commits: their progress is
+            their group's committed offsets, read from the broker every
+            25 ms, so their txn/s, commit timings and overhead show "-";
+            their throughput, e2e latency, CPU (counted from when the JVM
+            printed started, after its warm-up) and peak RSS (the whole
+            process: heap, RocksDB and other native memory) are measured as
+            the others';
   eos-nopreagg  eos on the aggregate topology with preaggregate: false: no
             combining before the repartition topic, every record through it
             alone, as Kafka Streams does (--topology aggregate only). Beside
             eos and kstreams it separates the design (eos / eos-nopreagg)
             from the engine (eos-nopreagg / kstreams), printed below the
             table.
+
+--threads 1,2 runs every cell at each parallelism: the Go copiers with
+GOMAXPROCS=N, Kafka Streams with N stream threads, the Java loop with N
+loops, each JVM with -XX:ActiveProcessorCount=N.
 
 After each drain the output is read back with read_committed and must hold
 every input record exactly once and in order per partition; bare, eos or
@@ -155,7 +177,9 @@ extension; repeatable).`,
   eosctl --brokers 127.0.0.1:9092 bench --topology aggregate --modes eos,kstreams --intervals 100ms --records 500000 --repeat 3
   # the same with and without eos's pre-aggregation: the design and the engine apart
   EOSCTL_BROKERS=127.0.0.1:9092 eosctl bench --topology aggregate --modes eos,eos-nopreagg,kstreams --intervals 100ms --repeat 3
-  eosctl --brokers 127.0.0.1:9092 bench --topology passthrough,aggregate --modes eos,kstreams --intervals 100ms --records 300000 --repeat 3 --latency-rate 1000 --json kstreams.json`,
+  eosctl --brokers 127.0.0.1:9092 bench --topology passthrough,aggregate --modes eos,kstreams --intervals 100ms --records 300000 --repeat 3 --latency-rate 1000 --json kstreams.json
+  # the matched comparison: eos, the franz-go and Java loops and Kafka Streams with eos's client settings, warm JVMs, 1 and 2 cores:
+  eosctl --brokers 127.0.0.1:9092 bench --modes bare,javaloop,eos,kstreams,kstreams-defaults --threads 1,2 --sizes 100 --intervals 100ms --records 3000000 --repeat 2 --latency-rate 2000 --json matched.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -178,6 +202,21 @@ extension; repeatable).`,
 			}
 			cfg.NoIdempotencyKey = !eosIdemKey
 			changed := cmd.Flags().Changed
+			if changed("threads") {
+				if cfg.Threads, err = bench.ParseThreads(threads); err != nil {
+					return usage(err)
+				}
+			}
+			switch {
+			case !changed("warmup-records"):
+				cfg.WarmupRecords = 0 // the library's default, per topology
+			case warmupRecords == 0:
+				cfg.WarmupRecords = -1 // none
+			case warmupRecords < 0:
+				return usage(fmt.Errorf("--warmup-records must be 0 (none) or positive"))
+			default:
+				cfg.WarmupRecords = warmupRecords
+			}
 			// Zero is the library's "default" for these, so only the
 			// command line, which has its own defaults, can tell a 0 the
 			// user typed from none; bench.Config judges everything else.
@@ -304,7 +343,11 @@ extension; repeatable).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order in round 1 (rotated by one each round): baseline, bare, eos, eos-nopreagg (aggregate only), kstreams (Kafka Streams; real brokers only); eos alone by default for --topology aggregate")
+	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order in round 1 (rotated by one each round): baseline, bare, eos, eos-nopreagg (aggregate only), and on real brokers the JVM peers kstreams (Kafka Streams) and javaloop (a Java transactional loop), each with eos's client settings, or with their clients' defaults as kstreams-defaults and javaloop-defaults; eos alone by default for --topology aggregate")
+	f.StringVar(&threads, "threads", "", "parallelism of every copier, comma-separated to sweep (e.g. 1,2): GOMAXPROCS of the Go copiers, stream threads of Kafka Streams, loops of the Java loop, and -XX:ActiveProcessorCount of the JVMs (default: this process's GOMAXPROCS)")
+	f.Int64Var(&warmupRecords, "warmup-records", 0, "records each JVM peer drains in its own JVM before the measured backlog, so that its JIT is warm; 0: none (default 500,000, or 100,000 orders for --topology aggregate)")
+	f.StringVar(&cfg.JVMHeap, "jvm-heap", "", "each JVM peer's -Xmx (default "+bench.DefaultJVMHeap+")")
+	f.StringVar(&cfg.KStreamsStore, "kstreams-store", "rocksdb", "the aggregate's stores in the Kafka Streams modes: rocksdb (RocksDB window store, suppress(untilWindowCloses)) or memory (in-memory window store, emitStrategy(onWindowClose))")
 	f.BoolVar(&eosIdemKey, "eos-idempotency-key", true, "run eos with its idempotency-key header (false: without, as eosctl run --idempotency-key=false)")
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
 	f.StringVar(&sizes, "sizes", "", "record value sizes to sweep, in bytes, comma-separated (default 100,1024; none with --topology aggregate, whose input has its own records)")

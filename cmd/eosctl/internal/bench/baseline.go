@@ -57,7 +57,7 @@ func RunBaseline(ctx context.Context, cfg BaselineConfig) error {
 	}
 	// The worker's fetch bounds (pipeline/worker.go), so that both modes
 	// fetch alike and hold alike; ClientOpts can raise them, as for it.
-	opts := append(append([]kgo.Opt{kgo.FetchMaxPartitionBytes(256 << 10), kgo.FetchMaxBytes(8 << 20)}, cfg.ClientOpts...),
+	opts := append(append(pipeline.FetchBounds(), cfg.ClientOpts...),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Inputs...),
 		kgo.DisableAutoCommit(),

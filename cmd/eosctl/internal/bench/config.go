@@ -1,6 +1,6 @@
 // Package bench measures what exactly-once costs on a given cluster, for
 // eosctl bench and for programs that measure it their own way: it runs the
-// same topology over the same pre-produced input in up to three modes, one
+// same topology over the same pre-produced input in several modes, one
 // after the other, on the same brokers, and reports the differences.
 //
 //   - baseline: an at-least-once copy loop (see RunBaseline): idempotent
@@ -22,6 +22,19 @@
 //   - eos-nopreagg: eos on the aggregate topology with its pre-aggregation
 //     before the repartition topic off (ModeEOSNoPreagg), the algorithm
 //     Kafka Streams runs. Not in the default modes.
+//   - javaloop: a hand-written Java transactional copy loop in the same jar
+//     (KafkaConsumer with read_committed, KafkaProducer with a
+//     transactional.id, sendOffsetsToTransaction with the group metadata),
+//     passthrough only, measured as kstreams: beside bare, it separates the
+//     client from the engine.
+//   - kstreams-defaults, javaloop-defaults: the same peers with their
+//     clients' defaults. kstreams and javaloop run with eos's effective
+//     client settings (pipeline.WorkerClientSettings), so that their cells
+//     are matched; every mode's settings are in Params.ClientSettings.
+//
+// Every JVM drains a warm-up backlog in the same JVM before its measured
+// one (Config.WarmupRecords), and every cell runs at each of Config.Threads
+// (GOMAXPROCS of the Go copiers, threads of the JVM peers).
 //
 // After each drain the output is read back with read_committed (package
 // verify) and must hold every input record exactly once, in input order per
@@ -99,7 +112,7 @@ func (m Mode) isEOS() bool { return m == ModeEOS || m == ModeEOSNoPreagg }
 var AllModes = []Mode{ModeBaseline, ModeBare, ModeEOS}
 
 // knownModes are every mode, in the order a cell runs them by default.
-var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeEOSNoPreagg, ModeKStreams}
+var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeEOSNoPreagg, ModeKStreams, ModeKStreamsDefaults, ModeJavaLoop, ModeJavaLoopDefaults}
 
 // ParseModes parses a comma-separated list such as "baseline,bare,eos" or
 // "baseline,eos,kstreams".
@@ -112,7 +125,7 @@ func ParseModes(s string) ([]Mode, error) {
 		}
 		m := Mode(f)
 		if !slices.Contains(knownModes, m) {
-			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare, eos, eos-nopreagg or kstreams", f)
+			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare, eos, eos-nopreagg, kstreams, kstreams-defaults, javaloop or javaloop-defaults", f)
 		}
 		if slices.Contains(out, m) {
 			return nil, eos.BadConfig("bench.Config.Modes", "mode %q is listed twice", f)
@@ -257,6 +270,29 @@ type Config struct {
 	// are.
 	LatencyDuration time.Duration
 
+	// Threads are the parallelism of every copier, one sweep of the cells
+	// at each count: Go copiers (child processes) run with GOMAXPROCS=N,
+	// Kafka Streams with N stream threads and the Java loop with N
+	// consumer-producer loops, both in a JVM told it has N processors
+	// (-XX:ActiveProcessorCount=N, which sizes its GC and JIT threads).
+	// Default: this process's GOMAXPROCS, alone. With InProcess, only that.
+	Threads []int
+
+	// WarmupRecords is the backlog every JVM peer drains in the same JVM
+	// before its measured backlog (a warm-up topic of that many records,
+	// written once per size; for the aggregate, a second
+	// aggcheck.Input), so that the JIT has compiled the copy path
+	// before the clock starts; 0 means DefaultWarmupRecords, -1 none. The
+	// Go modes, compiled ahead of time, have none.
+	WarmupRecords int64
+	// JVMHeap is each JVM peer's -Xmx; default DefaultJVMHeap.
+	JVMHeap string
+	// KStreamsStore is the aggregate's stores in the Kafka Streams modes:
+	// rocksdb (the default: RocksDB window store and
+	// suppress(untilWindowCloses)) or memory (in-memory window store and
+	// emitStrategy(onWindowClose)).
+	KStreamsStore string
+
 	// NoIdempotencyKey runs the eos copiers without the idempotency-key
 	// header (pipeline.Config.NoIdempotencyKey), to measure what the header
 	// costs.
@@ -349,7 +385,7 @@ func (c *Config) validate() error {
 	}
 	for i, m := range c.Modes {
 		if !slices.Contains(knownModes, m) || slices.Contains(c.Modes[:i], m) {
-			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, eos-nopreagg, kstreams at most once", c.Modes)
+			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, eos-nopreagg, kstreams, kstreams-defaults, javaloop, javaloop-defaults at most once", c.Modes)
 		}
 	}
 	def := func(v *int, d int) {
@@ -441,7 +477,7 @@ func (c *Config) validate() error {
 			return eos.BadConfig("bench.Config.Records", "the aggregate input holds at most %d regular records (aggcheck.MaxRecords: more would span its grace period, and regular records could be late), got %d", aggcheck.MaxRecords, c.Records)
 		}
 		for _, m := range c.Modes {
-			if !m.isEOS() && m != ModeKStreams {
+			if !m.isEOS() && !m.kstreams() {
 				// The copy loops keep no state: an aggregate needs
 				// windows that survive a restart and a repartition step.
 				return eos.BadConfig("bench.Config.Modes", "the aggregate topology runs in the eos and kstreams modes only; the %s mode is a stateless copy loop: drop it from the modes", m)
@@ -454,13 +490,8 @@ func (c *Config) validate() error {
 	if slices.Contains(c.Modes, ModeBare) && c.Topology != "passthrough" {
 		return eos.BadConfig("bench.Config.Modes", "the bare mode only copies (passthrough); drop it from the modes to benchmark %s", c.Topology)
 	}
-	if slices.Contains(c.Modes, ModeKStreams) {
-		switch {
-		case len(c.Brokers) == 0:
-			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (bench.Config.Brokers), not the embedded broker")
-		case c.InProcess:
-			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams as a JVM child process; with bench.Config.InProcess the other modes' CPU and RSS would be the whole process's, not comparable: drop one of them")
-		}
+	if err := c.validateJVM(); err != nil {
+		return err
 	}
 	if slices.ContainsFunc(c.Intervals, func(i Interval) bool { return i.Auto }) && !slices.Contains(c.Modes, ModeEOS) {
 		return eos.BadConfig("bench.Config.Modes", "an auto interval needs the eos mode, which chooses it")

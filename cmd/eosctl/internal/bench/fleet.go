@@ -30,7 +30,11 @@ type copyJob struct {
 	inputs   []string
 	output   string
 	workers  int
-	peerJar  string // the kstreams mode's jar
+	peerJar  string // the JVM modes' jar
+	threads  int    // GOMAXPROCS of the Go copiers, threads of the JVM peers
+	warmup   string // the JVM peers' warm-up input, if any
+	// settings are eos's client settings, which the matched JVM modes run with.
+	settings pipeline.ClientSettings
 	config   string // the topology's configuration file, if it takes one
 	dlq      string // the dead-letter topic, for the aggregate topology
 }
@@ -48,7 +52,7 @@ type fleet interface {
 
 // startFleet starts job's copiers in the way cfg says.
 func startFleet(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
-	if job.mode == ModeKStreams {
+	if job.mode.jvm() {
 		return startKStreams(ctx, cfg, brokers, job, onEvent)
 	}
 	if cfg.InProcess {
@@ -169,7 +173,7 @@ func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	f := &children{}
 	for i := range job.workers {
 		cmd := exec.CommandContext(ctx, bin, copierArgs(cfg, brokers, job, i)...)
-		cmd.Env = append(os.Environ(), cfg.ChildEnv...)
+		cmd.Env = copierEnv(cfg, job)
 		parse := func(line []byte) {
 			var e pipeline.Event
 			if json.Unmarshal(line, &e) == nil && e.Kind != "" {
@@ -212,6 +216,17 @@ func (f *children) start(ctx context.Context, name string, cmd *exec.Cmd, parse 
 		}
 	}()
 	return c, nil
+}
+
+// copierEnv is the environment of job's Go copiers: this process's, the
+// connection's (Config.ChildEnv), and GOMAXPROCS set to the cell's threads
+// (Config.Threads), after any GOMAXPROCS of this process's environment.
+func copierEnv(cfg *Config, job copyJob) []string {
+	env := append(os.Environ(), cfg.ChildEnv...)
+	if job.threads > 0 {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(job.threads))
+	}
+	return env
 }
 
 // copierArgs is the command line of copier i of job. The eos copier is a

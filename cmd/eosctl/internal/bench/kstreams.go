@@ -18,25 +18,25 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eosctl/eos/internal/aggcheck"
+	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The kstreams mode runs the Kafka Streams peer of bench/peers/kstreams (a
-// Kafka Streams 4.4 application with processing.guarantee=exactly_once_v2;
-// see its README.md) as one JVM per worker. An installed eosctl has no
+// The JVM modes run the peers of peers/kstreams (see its README.md) as one
+// JVM per worker: kstreams and kstreams-defaults its Kafka Streams 4.4
+// application with processing.guarantee=exactly_once_v2, javaloop and
+// javaloop-defaults its hand-written transactional copy loop
+// (eos.peers.JavaLoop), the matched modes with eos's client settings
+// (jvmClientConfig), the -defaults ones with their clients' defaults. An installed eosctl has no
 // source tree, so the peer's Maven project is embedded here and built on
 // first use into the cache (see peerJar).
 //
 //go:embed peers/kstreams/pom.xml peers/kstreams/src
 var kstreamsPeer embed.FS
-
-// kstreamsHeap is each peer JVM's -Xmx: what the peer's README measured
-// with (peak RSS 280 to 370 MB), so that the heap neither limits Kafka
-// Streams nor lets it grow without bound on a small machine.
-const kstreamsHeap = "512m"
 
 // kstreamsPoll is how often the kstreams fleet reads its group's committed
 // offsets from the broker: Kafka Streams has no commit callback, so the
@@ -69,7 +69,7 @@ func peerSourceHash() (string, error) {
 // `mvn -q -B package` runs there. Later calls, from any process, reuse it,
 // and need java but not mvn.
 func peerJar(ctx context.Context, logger interface{ Warn(string, ...any) }) (string, error) {
-	const why = "the kstreams mode builds and runs a Kafka Streams application: Java 17+ and Maven 3.8+"
+	const why = "the JVM modes (kstreams, javaloop) build and run a Java application: Java 17+ and Maven 3.8+"
 	if err := kafkacluster.LookTools(why, "java"); err != nil {
 		return "", fmt.Errorf("bench: %w", err)
 	}
@@ -123,7 +123,7 @@ func peerJar(ctx context.Context, logger interface{ Warn(string, ...any) }) (str
 	return jar, nil
 }
 
-// kstreamsFleet is a run's Kafka Streams JVMs. Its progress comes from the
+// kstreamsFleet is a run's JVMs (Kafka Streams or the Java loop). Its progress comes from the
 // broker: every kstreamsPoll it reads the committed offsets of the run's
 // group (the peer's application.id) on the inputs and turns every
 // increase into a committed event for the run's log, with the records
@@ -140,12 +140,46 @@ type kstreamsFleet struct {
 	cancel   context.CancelFunc
 	polled   chan struct{}
 	stateDir string
+
+	settingsMu sync.Mutex
+	settings   *pipeline.ClientSettings // what the first JVM reported its clients run with
 }
 
-// peerLine is a line the peer prints on stdout.
+// peerLine is a line the peer prints on stdout; started carries the
+// effective settings of the clients the peer built.
 type peerLine struct {
-	Kind string `json:"kind"`
-	PID  int    `json:"pid"`
+	Kind     string            `json:"kind"`
+	PID      int               `json:"pid"`
+	Threads  int               `json:"threads"`
+	Producer map[string]string `json:"producer"`
+	Consumer map[string]string `json:"consumer"`
+}
+
+// jvmArgs is the command line of JVM i of job: -Xmx, as many processors as
+// threads, and the peer's main class with its flags.
+func jvmArgs(cfg *Config, brokers []string, job copyJob, stateDir string, i int) []string {
+	interval := max(job.interval.Fixed.Round(time.Millisecond), time.Millisecond)
+	// Java 17 does not read $JAVA_TOOL_OPTIONS quietly; the flags go on
+	// the command line. The peer logs at warn: its info lines are
+	// Kafka Streams' configuration dumps.
+	args := []string{"-Xmx" + cfg.JVMHeap, "-XX:ActiveProcessorCount=" + strconv.Itoa(job.threads), "-Djava.awt.headless=true",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", job.peerJar, job.mode.peerMain(),
+		"--bootstrap", strings.Join(brokers, ","), "--app-id", job.app,
+		"--input", strings.Join(job.inputs, ","), "--output", job.output, "--topology", cfg.Topology,
+		"--commit-interval-ms", strconv.FormatInt(interval.Milliseconds(), 10),
+		"--threads", strconv.Itoa(job.threads), "--state-dir", filepath.Join(stateDir, strconv.Itoa(i))}
+	if job.mode.matched() {
+		args = append(args, "--client-config", jvmClientConfig(job.settings))
+	}
+	if job.warmup != "" {
+		args = append(args, "--warmup-input", job.warmup)
+	}
+	if cfg.Topology == topologyAggregate {
+		args = append(args, "--dlq", job.dlq, "--store", cfg.KStreamsStore,
+			"--window-ms", strconv.FormatInt(aggregateWindow.Milliseconds(), 10),
+			"--grace-ms", strconv.FormatInt(aggregateGrace.Milliseconds(), 10))
+	}
+	return args
 }
 
 func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
@@ -154,28 +188,24 @@ func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJ
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	f := &kstreamsFleet{started: make(chan struct{}), polled: make(chan struct{}), stateDir: stateDir}
-	interval := max(job.interval.Fixed.Round(time.Millisecond), time.Millisecond)
 	for i := range job.workers {
-		// Java 17 does not read $JAVA_TOOL_OPTIONS quietly; the flags go on
-		// the command line. The peer logs at warn: its info lines are
-		// Kafka Streams' configuration dumps.
-		args := []string{"-Xmx" + kstreamsHeap, "-Djava.awt.headless=true",
-			"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", job.peerJar,
-			"--bootstrap", strings.Join(brokers, ","), "--app-id", job.app,
-			"--input", strings.Join(job.inputs, ","), "--output", job.output, "--topology", cfg.Topology,
-			"--commit-interval-ms", strconv.FormatInt(interval.Milliseconds(), 10),
-			"--threads", "1", "--state-dir", filepath.Join(stateDir, strconv.Itoa(i))}
-		if cfg.Topology == topologyAggregate {
-			args = append(args, "--dlq", job.dlq,
-				"--window-ms", strconv.FormatInt(aggregateWindow.Milliseconds(), 10),
-				"--grace-ms", strconv.FormatInt(aggregateGrace.Milliseconds(), 10))
-		}
+		args := jvmArgs(cfg, brokers, job, stateDir, i)
 		cmd := exec.CommandContext(ctx, "java", args...)
 		parse := func(line []byte) {
 			var l peerLine
 			if json.Unmarshal(line, &l) != nil || l.Kind != "started" {
 				return
 			}
+			if l.Threads != job.threads {
+				onEvent(pipeline.Event{Time: time.Now(), Kind: pipeline.EventStopped,
+					Err: fmt.Sprintf("%s worker %d runs %d threads, not the %d it was given", job.mode, i, l.Threads, job.threads)})
+			}
+			f.settingsMu.Lock()
+			if f.settings == nil && l.Producer != nil {
+				s := peerSettings(l.Producer, l.Consumer)
+				f.settings = &s
+			}
+			f.settingsMu.Unlock()
 			// CPU is counted from RUNNING: the JVM's start (class loading,
 			// the topology's build, the group join) is not the drain. The
 			// peer runs as java itself, so its pid is the child's.
@@ -184,7 +214,7 @@ func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJ
 			f.cpuMu.Unlock()
 			f.once.Do(func() { f.startedT = time.Now(); close(f.started) })
 		}
-		if _, err := f.start(ctx, fmt.Sprintf("kstreams worker %d", i), cmd, parse, onEvent); err != nil {
+		if _, err := f.start(ctx, fmt.Sprintf("%s worker %d", job.mode, i), cmd, parse, onEvent); err != nil {
 			f.children.stop()
 			_ = os.RemoveAll(stateDir)
 			return nil, err
@@ -255,6 +285,14 @@ func (f *kstreamsFleet) poll(ctx context.Context, adm *kadm.Client, group string
 	}
 }
 
+// reported returns the client settings the first JVM reported, nil if none
+// did.
+func (f *kstreamsFleet) reported() *pipeline.ClientSettings {
+	f.settingsMu.Lock()
+	defer f.settingsMu.Unlock()
+	return f.settings
+}
+
 // cpu is the JVMs' CPU since each reached RUNNING.
 func (f *kstreamsFleet) cpu() time.Duration {
 	f.cpuMu.Lock()
@@ -268,4 +306,40 @@ func (f *kstreamsFleet) stop() (int64, error) {
 	peak, err := f.children.stop()
 	_ = os.RemoveAll(f.stateDir)
 	return peak, err
+}
+
+// produceWarmups writes the JVM peers' warm-up inputs once, each drained by
+// every JVM run in its own JVM before the measured backlog (see
+// Config.WarmupRecords): per size, WarmupRecords records of that size; for
+// the aggregate, a aggcheck.Input of WarmupRecords regular orders of
+// another seed (its windows never close, as no heartbeats follow: the
+// warm-up runs the parse, repartition and aggregate path, not the emission
+// of results).
+func (b *bencher) produceWarmups(ctx context.Context) error {
+	b.warmups = map[int]string{}
+	w := b.cfg.WarmupRecords
+	if w <= 0 || !slices.ContainsFunc(b.cfg.Modes, Mode.jvm) {
+		return nil
+	}
+	if b.cfg.Topology == topologyAggregate {
+		topic := b.prefix + "-warmup-aggregate"
+		b.topics = append(b.topics, topic)
+		if err := b.createTopic(ctx, topic, false); err != nil {
+			return err
+		}
+		if err := aggcheck.NewInput(topic, int(w), aggregateSeed+1).Produce(ctx, b.adm, 0); err != nil {
+			return fmt.Errorf("bench: producing the JVM peers' warm-up input: %w", err)
+		}
+		b.warmups[0] = topic
+		return nil
+	}
+	for _, size := range b.cfg.Sizes {
+		topic := fmt.Sprintf("%s-warmup-%d", b.prefix, size)
+		b.topics = append(b.topics, topic)
+		if _, err := datagen.Produce(ctx, b.adm, datagen.Config{Topic: topic, Count: w, Size: size, Partitions: b.cfg.Partitions}); err != nil {
+			return fmt.Errorf("bench: producing the JVM peers' %d-byte warm-up input: %w", size, err)
+		}
+		b.warmups[size] = topic
+	}
+	return nil
 }

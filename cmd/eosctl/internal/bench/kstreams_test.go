@@ -18,19 +18,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// On Apache Kafka (EOS_TEST_BROKER=kafka), eos and Kafka Streams run the
-// same tiny benchmark one after the other on the same input: both outputs
-// verified exactly once, Kafka Streams' throughput, end-to-end latency, CPU
-// and peak RSS measured (not zero), its commit figures absent (0 in the
-// report, "-" in the table), and the peer's jar reused by a second build;
-// then both run the aggregate topology on aggcheck.Input, every
-// window and dead letter of both judged exactly once.
+// On Apache Kafka (EOS_TEST_BROKER=kafka), eos, Kafka Streams and the Java
+// transactional loop (matched, and with its clients' defaults) run the same
+// tiny benchmark one after the other on the same input, at 2 threads, each
+// JVM after a warm-up backlog: every output verified exactly once, the JVM
+// modes' throughput, end-to-end latency, CPU and peak RSS measured (not
+// zero), their commit figures absent (0 in the report, "-" in the table);
+// the matched peers report that their clients run with exactly eos's
+// effective settings (compression, batch, linger, acks, in-flight, fetch
+// bounds) and the defaults loop with Java's (no compression, 16 KiB
+// batches); every JVM ran the 2 threads it was given (a peer that runs
+// another count fails its run). Then eos and Kafka Streams (in-memory
+// stores, emitStrategy(onWindowClose), 1 thread) run the aggregate topology
+// on aggcheck.Input, every window and dead letter of both judged
+// exactly once; the peer's jar is reused by a second build.
 // On the embedded broker the kstreams mode is a configuration error naming
 // bench.Config.Modes, before anything starts: Kafka Streams is measured on
 // real Apache Kafka only.
 func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
 	cfg := Config{
-		Modes:           []Mode{ModeEOS, ModeKStreams},
+		Modes:           []Mode{ModeEOS, ModeKStreams, ModeJavaLoop, ModeJavaLoopDefaults},
+		Threads:         []int{2},
+		WarmupRecords:   5_000,
 		Intervals:       []Interval{{Fixed: 100 * time.Millisecond}},
 		Sizes:           []int{100},
 		Records:         20_000,
@@ -68,10 +77,31 @@ func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Cells) != 1 || len(rep.Cells[0].Runs) != 2 {
-		t.Fatalf("got %d cells, want 1 with an eos and a kstreams run: %+v", len(rep.Cells), rep.Cells)
+	if len(rep.Cells) != 1 || len(rep.Cells[0].Runs) != 4 {
+		t.Fatalf("got %d cells, want 1 with an eos, a kstreams and two javaloop runs: %+v", len(rep.Cells), rep.Cells)
 	}
 	cell := rep.Cells[0]
+	eosSettings, err := pipeline.WorkerClientSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.Params.ClientSettings[ModeEOS]; got != eosSettings {
+		t.Errorf("the report's eos settings %+v, want %+v", got, eosSettings)
+	}
+	for _, r := range cell.Runs {
+		if r.Threads != 2 {
+			t.Errorf("%s run at %d threads, want 2", r.Mode, r.Threads)
+		}
+		switch {
+		case r.Mode == ModeEOS:
+		case r.Settings == nil:
+			t.Errorf("%s run: the peer reported no client settings", r.Mode)
+		case r.Mode.matched() && *r.Settings != eosSettings:
+			t.Errorf("%s run's clients ran with %s;\nwant eos's %s", r.Mode, *r.Settings, eosSettings)
+		case !r.Mode.matched() && (r.Settings.Compression != "none" || r.Settings.BatchMaxBytes != 16384 || r.Settings.FetchMaxBytes != 50<<20):
+			t.Errorf("%s run's clients ran with %s; want the Java clients' defaults (compression none, batch 16384, fetch 52428800 B/response)", r.Mode, *r.Settings)
+		}
+	}
 	for _, r := range cell.Runs {
 		if !r.Verified || r.Duplicates != 0 || r.Missing != 0 {
 			t.Errorf("%s run not verified exactly once: %+v", r.Mode, r)
@@ -79,31 +109,39 @@ func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
 		if r.RPS <= 0 || r.E2ESamples == 0 || r.E2EP99Ms <= 0 || r.CPUSecPerM <= 0 || r.PeakRSSMiB <= 0 || r.CommittedRec < cfg.Records {
 			t.Errorf("%s run lacks a measured figure: %+v", r.Mode, r)
 		}
-		if r.Mode == ModeKStreams && (r.CommitP50Ms != 0 || r.CommitP99Ms != 0 || r.OverheadPct != 0) {
-			t.Errorf("kstreams run has commit figures Kafka Streams never reported: %+v", r)
+		if r.Mode.jvm() && (r.CommitP50Ms != 0 || r.CommitP99Ms != 0 || r.OverheadPct != 0) {
+			t.Errorf("%s run has commit figures the JVM peer never reported: %+v", r.Mode, r)
 		}
+	}
+	if len(cell.Peers) != 2 || cell.Peers[0].Mode != ModeJavaLoop || cell.Peers[0].EOSVs <= 0 || cell.Peers[1].RPS <= 0 {
+		t.Errorf("the cell lacks the javaloop figures: %+v", cell.Peers)
 	}
 	if cell.KStreamsRPS <= 0 || cell.EOSVsKStreams <= 0 || cell.KStreamsPeakRSSMiB <= 0 || cell.KStreamsCPUSecPerM <= 0 {
 		t.Errorf("the cell lacks the kstreams figures: %+v", cell)
 	}
-	var table bytes.Buffer
-	if err := WriteTable(&table, rep); err != nil {
+	var wide bytes.Buffer
+	if err := WriteWideTable(&wide, rep); err != nil {
 		t.Fatal(err)
 	}
+	table := strings.ReplaceAll(wide.String(), "\n  ", " ") // the prose wraps at 120 columns
 	var ksRow string
-	for _, line := range strings.Split(table.String(), "\n") {
-		if strings.Contains(line, "100  kstreams ") {
+	for _, line := range strings.Split(table, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[1] == "100" && f[2] == "kstreams" {
 			ksRow = line
 		}
 	}
-	if !strings.Contains(table.String(), "vs kstreams") || strings.Count(ksRow, " - ") < 3 {
-		t.Errorf("the table has no kstreams column, or its kstreams row shows commit figures:\n%s", table.String())
+	if !strings.Contains(table, "vs ks") || strings.Count(ksRow, " - ") < 3 {
+		t.Errorf("the table has no kstreams column, or its kstreams row shows commit figures:\n%s", table)
+	}
+	if want := "client settings of eos, kstreams, javaloop: " + eosSettings.String(); !strings.Contains(table, want) || !strings.Contains(table, "eos vs javaloop (threads 2") {
+		t.Errorf("the table does not show the matched settings (%q) or the eos/javaloop ratio:\n%s", want, table)
 	}
 
 	// The aggregate: the same two modes on aggcheck.Input, every
 	// window and dead letter of both judged exactly once, no e2e latency.
 	agg := aggregateConfig()
-	agg.Modes, agg.Brokers, agg.Bin, agg.Records, agg.RunTimeout = cfg.Modes, cfg.Brokers, bin, 20_000, 3*time.Minute
+	agg.Modes, agg.Brokers, agg.Bin, agg.Records, agg.RunTimeout = []Mode{ModeEOS, ModeKStreams}, cfg.Brokers, bin, 20_000, 3*time.Minute
+	agg.Threads, agg.WarmupRecords, agg.KStreamsStore = []int{1}, 2_000, "memory"
 	arep, err := Run(ctx, agg)
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +156,8 @@ func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
 		if r.RPS <= 0 || r.CPUSecPerM <= 0 || r.PeakRSSMiB <= 0 || r.E2ESamples != 0 {
 			t.Errorf("aggregate %s run: a drain figure is missing, or it has e2e samples: %+v", r.Mode, r)
 		}
-		if r.Mode == ModeKStreams && (r.CommitP50Ms != 0 || r.CommitP99Ms != 0 || r.OverheadPct != 0) {
-			t.Errorf("aggregate kstreams run has commit figures Kafka Streams never reported: %+v", r)
+		if r.Mode == ModeKStreams && (r.CommitP50Ms != 0 || r.CommitP99Ms != 0 || r.OverheadPct != 0 || r.Threads != 1 || r.Settings == nil || *r.Settings != eosSettings) {
+			t.Errorf("aggregate kstreams run has commit figures Kafka Streams never reported, or not 1 thread and eos's settings: %+v", r)
 		}
 	}
 	if c := arep.Cells[0]; c.KStreamsRPS <= 0 || c.EOSVsKStreams <= 0 {

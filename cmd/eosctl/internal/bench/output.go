@@ -55,17 +55,18 @@ func tableColumns(p Params, wide bool) []tableColumn {
 		}
 	}
 	everyMode := func(Mode) bool { return true }
-	// Kafka Streams reports no commits: its transaction rate, commit
+	// The JVM peers report no commits: their transaction rate, commit
 	// timings and overhead are unknown, not zero.
 	commits := func(f func(tableRow) string) func(Cell, Mode, tableRow) string {
 		return func(_ Cell, m Mode, st tableRow) string {
-			if m == ModeKStreams {
+			if m.jvm() {
 				return "-"
 			}
 			return f(st)
 		}
 	}
 	return []tableColumn{
+		{head: "threads", shown: len(p.Threads) > 1, cell: func(c Cell, _ Mode, _ tableRow) string { return strconv.Itoa(c.Threads) }},
 		{head: "interval", shown: true, cell: func(c Cell, _ Mode, _ tableRow) string { return c.Interval }},
 		{head: "size", shown: true, cell: func(c Cell, _ Mode, _ tableRow) string { return sizeLabel(c.Size) }},
 		{head: "mode", shown: true, cell: func(_ Cell, m Mode, _ tableRow) string { return string(m) }},
@@ -150,6 +151,9 @@ func writeTable(out io.Writer, r *Report, wide bool) error {
 	if p.NoIdempotencyKey {
 		fmt.Fprintln(w, "eos ran without the idempotency-key header (bench.Config.NoIdempotencyKey)")
 	}
+	for _, line := range settingsLines(p) {
+		fmt.Fprintln(w, line)
+	}
 	if _, err := io.WriteString(out, wrapLines(head.String(), tableWidth)); err != nil {
 		return err
 	}
@@ -220,8 +224,16 @@ func wrapLines(s string, width int) string {
 // figures, the aggregate's ratios, the auto cells' verdicts, and warnings.
 func writeNotes(w io.Writer, r *Report) {
 	p := r.Params
-	if slices.Contains(p.Modes, ModeKStreams) {
-		fmt.Fprintln(w, "kstreams: Kafka Streams (exactly_once_v2) as one JVM per worker; it reports no commits, so it has no txn/s, commit timings or overhead (-); its CPU counts from when each JVM reached RUNNING")
+	if slices.ContainsFunc(p.Modes, Mode.jvm) {
+		fmt.Fprintln(w, "JVM modes (kstreams: Kafka Streams with exactly_once_v2; javaloop: a hand-written Java transactional copy loop; -defaults: with their clients' defaults instead of eos's settings) run one JVM per worker; their progress is their group's committed offsets read from the broker, so they have no txn/s, commit timings or overhead (-); their CPU counts from when each JVM printed started, after its warm-up")
+	}
+	for _, c := range r.Cells {
+		for _, pc := range c.Peers {
+			if pc.EOSVs > 0 {
+				fmt.Fprintf(w, "eos vs %s (threads %d, %s, size %s): %s (%.3f-%.3f)\n", pc.Mode, c.Threads, c.Interval, sizeLabel(c.Size),
+					strconv.FormatFloat(pc.EOSVs, 'f', 3, 64), pc.EOSVsMin, pc.EOSVsMax)
+			}
+		}
 	}
 	if p.Topology == topologyAggregate {
 		fmt.Fprintln(w, "aggregate: aggcheck.Input (orders, late records, poison pills; size -), judged by aggcheck.Judge (every window and dead letter exactly once); no e2e latency: a window's result is written when its grace period has passed in event time, so the delay from an order to its result is the input's, not the processor's")
@@ -386,7 +398,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 
 // csvColumns are the cell fields of the CSV file, by their JSON names.
 var csvColumns = []string{
-	"interval", "size", "records", "rounds",
+	"interval", "size", "threads", "records", "rounds",
 	"baseline_rps", "baseline_rps_min", "baseline_rps_max", "baseline_mbps",
 	"eos_rps", "eos_rps_min", "eos_rps_max", "eos_mbps",
 	"ratio", "ratio_min", "ratio_max", "loss_pct",

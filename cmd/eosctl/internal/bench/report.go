@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/internal/aggcheck"
+	"github.com/eosctl/eos/pipeline"
 )
 
 // Report is everything a benchmark measured, shaped for scripts as
@@ -48,6 +49,18 @@ type Params struct {
 	// Clock says how throughput was timed, for every mode alike.
 	Clock            string `json:"clock"`
 	NoIdempotencyKey bool   `json:"no_idempotency_key,omitempty"`
+	// Threads are the copiers' parallelism, one sweep at each (see
+	// Config.Threads).
+	Threads []int `json:"threads"`
+	// ClientSettings are each mode's effective client settings: the Go
+	// modes' as their options resolve, the JVM modes' as the peer
+	// reported them from the clients it built.
+	ClientSettings map[Mode]pipeline.ClientSettings `json:"client_settings"`
+	// WarmupRecords, JVMHeap and KStreamsStore are the JVM peers' (see
+	// Config); empty without JVM modes.
+	WarmupRecords int64  `json:"warmup_records,omitempty"`
+	JVMHeap       string `json:"jvm_heap,omitempty"`
+	KStreamsStore string `json:"kstreams_store,omitempty"`
 
 	Topology   string   `json:"topology"`
 	Intervals  []string `json:"intervals"`
@@ -77,7 +90,11 @@ type RunResult struct {
 	Mode     Mode   `json:"mode"`
 	Interval string `json:"interval"`
 	Size     int    `json:"size"`
+	Threads  int    `json:"threads"`
 	Records  int64  `json:"records"`
+	// Settings are the client settings a JVM peer reported (nil for the
+	// Go modes; see Params.ClientSettings).
+	Settings *pipeline.ClientSettings `json:"settings,omitempty"`
 
 	// RPS is the one clock's throughput (see Params.Clock): the group's
 	// committed offsets on the backlog, as the broker showed them, between
@@ -149,6 +166,7 @@ type RunResult struct {
 type Cell struct {
 	Interval string `json:"interval"`
 	Size     int    `json:"size"`
+	Threads  int    `json:"threads"`
 	Records  int64  `json:"records"`
 	Rounds   int    `json:"rounds"`
 
@@ -259,7 +277,28 @@ type Cell struct {
 	Aborted int `json:"aborted"`
 	Reinits int `json:"reinits"`
 
+	// Peers are the other JVM modes' figures (kstreams-defaults, javaloop,
+	// javaloop-defaults), in the order of the modes; kstreams has its own
+	// fields above.
+	Peers []PeerCell `json:"peers,omitempty"`
+
 	Runs []RunResult `json:"runs"`
+}
+
+// PeerCell is one JVM mode's medians in a cell, and eos's throughput over
+// its (the median of per-round ratios, with their spread).
+type PeerCell struct {
+	Mode       Mode    `json:"mode"`
+	RPS        float64 `json:"rps"`
+	RPSMin     float64 `json:"rps_min"`
+	RPSMax     float64 `json:"rps_max"`
+	EOSVs      float64 `json:"eos_vs"`
+	EOSVsMin   float64 `json:"eos_vs_min"`
+	EOSVsMax   float64 `json:"eos_vs_max"`
+	E2EP50Ms   float64 `json:"e2e_p50_ms"`
+	E2EP99Ms   float64 `json:"e2e_p99_ms"`
+	CPUSecPerM float64 `json:"cpu_s_per_m"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
 }
 
 // AutoCheck compares an auto cell with the fixed intervals of the same size:
@@ -297,7 +336,7 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 	med := func(m Mode, f func(RunResult) float64) float64 { return median(pick(m, f)) }
 	rps := func(r RunResult) float64 { return r.RPS }
 	base, bare, eos, ks := pick(ModeBaseline, rps), pick(ModeBare, rps), pick(ModeEOS, rps), pick(ModeKStreams, rps)
-	for _, xs := range [][]float64{base, bare, eos, ks, pick(ModeEOSNoPreagg, rps)} {
+	for _, xs := range [][]float64{base, bare, eos, ks, pick(ModeEOSNoPreagg, rps), pick(ModeKStreamsDefaults, rps), pick(ModeJavaLoop, rps), pick(ModeJavaLoopDefaults, rps)} {
 		if len(xs) > 0 && (c.Rounds == 0 || len(xs) < c.Rounds) {
 			c.Rounds = len(xs)
 		}
@@ -377,6 +416,19 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 	for _, r := range runs {
 		c.Aborted += r.Aborted
 		c.Reinits += r.Reinits
+	}
+	for _, m := range []Mode{ModeKStreamsDefaults, ModeJavaLoop, ModeJavaLoopDefaults} {
+		xs := pick(m, rps)
+		if len(xs) == 0 {
+			continue
+		}
+		vs := roundRatios(runs, ModeEOS, m)
+		c.Peers = append(c.Peers, PeerCell{Mode: m, RPS: median(xs), RPSMin: minOf(xs), RPSMax: maxOf(xs),
+			EOSVs: median(vs), EOSVsMin: minOf(vs), EOSVsMax: maxOf(vs),
+			E2EP50Ms:   med(m, func(r RunResult) float64 { return r.E2EP50Ms }),
+			E2EP99Ms:   med(m, func(r RunResult) float64 { return r.E2EP99Ms }),
+			CPUSecPerM: med(m, func(r RunResult) float64 { return r.CPUSecPerM }),
+			PeakRSSMiB: maxOf(pick(m, func(r RunResult) float64 { return r.PeakRSSMiB }))})
 	}
 	return c
 }

@@ -12,11 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -43,7 +45,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	if slices.Contains(cfg.Modes, ModeKStreams) {
+	if slices.ContainsFunc(cfg.Modes, Mode.jvm) {
 		// Before anything is created: a missing tool or a failed build
 		// ends the benchmark at once.
 		jar, err := peerJar(ctx, cfg.Logger)
@@ -51,6 +53,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		b.peerJar = jar
+	}
+	var err error
+	if b.settings, err = pipeline.WorkerClientSettings(cfg.ClientOpts...); err != nil {
+		return nil, eos.BadConfig("bench.Config.ClientOpts", "%w", err)
 	}
 	if err := b.connect(ctx); err != nil {
 		return nil, err
@@ -78,7 +84,13 @@ type bencher struct {
 	groups  []string
 	runs    []RunResult
 	runNo   int
-	peerJar string // the kstreams mode's jar
+	peerJar string // the JVM modes' jar
+	// warmups are the JVM peers' warm-up inputs: size -> topic (0 for
+	// the aggregate); empty without JVM modes or with WarmupRecords -1.
+	warmups map[int]string
+	// settings are eos's effective client settings, which the matched
+	// JVM modes run with.
+	settings pipeline.ClientSettings
 
 	// The aggregate topology's configuration file, input and its mean
 	// record size; see aggregate.go.
@@ -143,6 +155,9 @@ func (b *bencher) close() {
 // drains the same records.
 func (b *bencher) produceInputs(ctx context.Context) error {
 	b.inputs = map[int]string{}
+	if err := b.produceWarmups(ctx); err != nil {
+		return err
+	}
 	if b.cfg.Topology == topologyAggregate {
 		topic := b.prefix + "-in-aggregate"
 		b.topics = append(b.topics, topic)
@@ -169,7 +184,7 @@ func (b *bencher) produceInputs(ctx context.Context) error {
 }
 
 func (b *bencher) totalRuns() int {
-	return len(b.cfg.Modes) * b.cfg.Repeat * len(b.cfg.Sizes) * len(b.cfg.Intervals)
+	return len(b.cfg.Modes) * b.cfg.Repeat * len(b.cfg.Sizes) * len(b.cfg.Intervals) * len(b.cfg.Threads)
 }
 
 // RoundOrder is the order the modes run in, in every cell of round
@@ -190,6 +205,17 @@ func RoundOrder(modes []Mode, round int) []Mode {
 // run in the cell, it runs first; after that the others use the interval
 // its latest run chose.
 func (b *bencher) sweep(ctx context.Context) error {
+	for _, threads := range b.cfg.Threads {
+		if err := b.sweepThreads(ctx, threads); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepThreads runs every cell in every round with the copiers' parallelism
+// at threads (Config.Threads).
+func (b *bencher) sweepThreads(ctx context.Context, threads int) error {
 	chosen := map[string]time.Duration{} // auto cell -> eos's interval
 	for round := 1; round <= b.cfg.Repeat; round++ {
 		order := RoundOrder(b.cfg.Modes, round)
@@ -205,7 +231,7 @@ func (b *bencher) sweep(ctx context.Context) error {
 					if iv.Auto && m != ModeEOS {
 						use = Interval{Fixed: chosen[key]}
 					}
-					r, err := b.run(ctx, round, seq+1, m, iv, use, size)
+					r, err := b.run(ctx, round, seq+1, m, iv, use, size, threads)
 					if err != nil {
 						return err
 					}
@@ -226,12 +252,17 @@ func (b *bencher) sweep(ctx context.Context) error {
 // live records, then stop the copiers. cellIv names the cell; iv is the
 // interval the copiers use (they differ only for the baseline of an auto
 // cell).
-func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv Interval, size int) (RunResult, error) {
+func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv Interval, size, threads int) (RunResult, error) {
 	b.runNo++
-	res := RunResult{Round: round, Seq: seq, Mode: mode, Interval: cellIv.String(), Size: size, Records: b.records(size)}
-	name := fmt.Sprintf("run %d/%d (round %d, %s, %s, %d bytes)", b.runNo, b.totalRuns(), round, mode, cellIv, size)
-	stem := fmt.Sprintf("%s-%s-%s-%d-r%d", b.prefix, mode, topicSafe(cellIv.String()), size, round)
-	job := copyJob{mode: mode, interval: iv, app: stem, inputs: []string{b.inputs[size], stem + "-live"}, output: stem + "-out", workers: b.cfg.Workers, peerJar: b.peerJar}
+	res := RunResult{Round: round, Seq: seq, Mode: mode, Interval: cellIv.String(), Size: size, Threads: threads, Records: b.records(size)}
+	name := fmt.Sprintf("run %d/%d (round %d, %s, %s, %d bytes, %d threads)", b.runNo, b.totalRuns(), round, mode, cellIv, size, threads)
+	stem := fmt.Sprintf("%s-%s-%s-%d-t%d-r%d", b.prefix, mode, topicSafe(cellIv.String()), size, threads, round)
+	job := copyJob{mode: mode, interval: iv, app: stem, inputs: []string{b.inputs[size], stem + "-live"}, output: stem + "-out", workers: b.cfg.Workers,
+		peerJar: b.peerJar, threads: threads, settings: b.settings}
+	if mode.jvm() {
+		// The warm-up's group and outputs are the run's, suffixed -warmup.
+		job.warmup = b.warmups[size]
+	}
 	aggregate := b.aggInput != nil
 	if aggregate {
 		// The second input carries the heartbeats, not live records.
@@ -239,9 +270,12 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 		if mode == ModeEOSNoPreagg {
 			job.config = b.aggConfigNoPreagg
 		}
-		name = fmt.Sprintf("run %d/%d (round %d, %s, %s, aggregate)", b.runNo, b.totalRuns(), round, mode, cellIv)
+		name = fmt.Sprintf("run %d/%d (round %d, %s, %s, aggregate, %d threads)", b.runNo, b.totalRuns(), round, mode, cellIv, threads)
 	}
 	b.groups = append(b.groups, stem)
+	if job.warmup != "" {
+		b.groups = append(b.groups, stem+"-warmup")
+	}
 	created := append(slices.Clone(job.inputs[1:]), job.output)
 	if aggregate {
 		created = append(created, job.dlq)
@@ -254,6 +288,8 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 	if aggregate {
 		// The copiers' internal topics too (repartition, changelogs).
 		defer b.deleteRunTopics(ctx, stem)
+	} else if job.warmup != "" {
+		defer b.deleteTopics(job.output, job.inputs[1], job.output+"-warmup")
 	} else {
 		defer b.deleteTopics(job.output, job.inputs[1])
 	}
@@ -329,6 +365,9 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 		if lat, err = probe.run(ctx, 2*max(iv.Fixed, b.cfg.MaxCommitInterval)+10*time.Second, progress("latency", int64(float64(b.cfg.LatencyRate)*dur.Seconds()), time.Now())); err != nil {
 			return res, fmt.Errorf("bench: %s: %w", name, err)
 		}
+	}
+	if jf, ok := f.(*kstreamsFleet); ok {
+		res.Settings = jf.reported()
 	}
 	peak, ferr := f.stop()
 	stopped = true
@@ -443,15 +482,19 @@ func (b *bencher) deleteTopics(topics ...string) {
 
 func (b *bencher) report() *Report {
 	rep := &Report{Params: b.params()}
-	for _, size := range b.cfg.Sizes {
-		for _, iv := range b.cfg.Intervals {
-			var runs []RunResult
-			for _, r := range b.runs {
-				if r.Size == size && r.Interval == iv.String() {
-					runs = append(runs, r)
+	for _, threads := range b.cfg.Threads {
+		for _, size := range b.cfg.Sizes {
+			for _, iv := range b.cfg.Intervals {
+				var runs []RunResult
+				for _, r := range b.runs {
+					if r.Size == size && r.Interval == iv.String() && r.Threads == threads {
+						runs = append(runs, r)
+					}
 				}
+				c := cell(iv.String(), size, b.records(size), runs)
+				c.Threads = threads
+				rep.Cells = append(rep.Cells, c)
 			}
-			rep.Cells = append(rep.Cells, cell(iv.String(), size, b.records(size), runs))
 		}
 	}
 	rep.Auto = autoChecks(rep.Cells, b.cfg.OverheadBudget)
@@ -499,9 +542,15 @@ func (b *bencher) params() Params {
 		p.CPUScope = "the copier processes only, from process start to the end of the drain (/proc/<pid>/stat, 10ms ticks)"
 		p.RSSScope = "the largest copier process's peak RSS since exec (VmHWM from /proc/<pid>/status, read before it is stopped)"
 	}
-	if slices.Contains(c.Modes, ModeKStreams) {
-		p.Copiers += "; kstreams as Kafka Streams JVMs (java -Xmx" + kstreamsHeap + " -jar kstreams-peer.jar --threads 1)"
-		p.CPUScope += "; for kstreams, from when each JVM reached RUNNING (its start, class loading and group join left out)"
+	p.Threads, p.ClientSettings = c.Threads, b.clientSettings()
+	if slices.ContainsFunc(c.Modes, Mode.jvm) {
+		p.JVMHeap, p.KStreamsStore = c.JVMHeap, c.KStreamsStore
+		p.Copiers += "; the JVM modes as one JVM per worker (java -Xmx" + c.JVMHeap + " -XX:ActiveProcessorCount=THREADS, Kafka Streams with THREADS stream threads, the Java loop with THREADS loops); the Go copiers with GOMAXPROCS=THREADS"
+		p.CPUScope += "; for the JVM modes, from when each JVM printed started (its start, class loading, warm-up and group join left out)"
+		p.RSSScope += "; a JVM's VmHWM is its whole resident memory: heap, metaspace, code cache, thread stacks and RocksDB's native memory"
+		if c.WarmupRecords > 0 {
+			p.WarmupRecords = c.WarmupRecords
+		}
 	}
 	return p
 }

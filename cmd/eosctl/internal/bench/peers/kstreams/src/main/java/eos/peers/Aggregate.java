@@ -24,6 +24,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
@@ -31,6 +32,7 @@ import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Repartitioned;
 import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
@@ -45,7 +47,7 @@ import org.apache.kafka.streams.state.Stores;
 import org.apache.kafka.streams.state.WindowStore;
 
 /**
- * aggregate: eos's aggregate topology under verify.AggregateConfig, in the Kafka Streams DSL.
+ * aggregate: eos's aggregate topology under aggcheck.Config, in the Kafka Streams DSL.
  *
  * <pre>
  * input ─ parse (re-key by user, timestamp := ts) ─┬─ malformed/missing/bad field ─→ dlq
@@ -53,9 +55,10 @@ import org.apache.kafka.streams.state.WindowStore;
  *   ─ late gate (stream time per task, in a changelogged store) ─┬─ late ─→ dlq
  *                                                                └─ groupByKey ─ tumbling windows (size, grace)
  *   ─ aggregate count/sum/min/max ─ suppress(untilWindowCloses) ─ to JSON ─→ output
+ *   (--store memory: in-memory stores, and emitStrategy(onWindowClose) instead of suppress)
  * </pre>
  *
- * Results are verify.AggregateWindow JSON keyed by the group; dead letters are the input records
+ * Results are aggcheck.Window JSON keyed by the group; dead letters are the input records
  * unchanged (key, value, timestamp, headers) with eos's eos-dlq-* headers naming the input record.
  */
 final class Aggregate {
@@ -91,8 +94,10 @@ final class Aggregate {
             .defaultBranch(Branched.as("ok"))
             .get("parsed-ok");
 
+        boolean memory = f.store.equals("memory");
         StoreBuilder<KeyValueStore<String, Long>> streamTime = Stores.keyValueStoreBuilder(
-            Stores.persistentKeyValueStore(STREAM_TIME_STORE), Serdes.String(), Serdes.Long());
+            memory ? Stores.inMemoryKeyValueStore(STREAM_TIME_STORE) : Stores.persistentKeyValueStore(STREAM_TIME_STORE),
+            Serdes.String(), Serdes.Long());
         b.addStateStore(streamTime);
 
         KStream<String, Staged> gated = good
@@ -104,15 +109,30 @@ final class Aggregate {
             .defaultBranch(Branched.as("ok"))
             .get("gated-ok");
 
-        onTime
+        TimeWindowedKStream<String, Double> windowed = onTime
             .mapValues(v -> v.amount, Named.as("amount"))
             .groupByKey(Grouped.with(Serdes.String(), Serdes.Double()))
-            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(size), Duration.ofMillis(grace)))
-            .aggregate(Acc::new, (k, amount, acc) -> acc.add(amount), Named.as("aggregate"),
-                Materialized.<String, Acc, WindowStore<Bytes, byte[]>>as(WINDOW_STORE)
-                    .withKeySerde(Serdes.String()).withValueSerde(AccSerde.serde()))
-            .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()).withName("final"))
-            .toStream(Named.as("results"))
+            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(size), Duration.ofMillis(grace)));
+        KStream<Windowed<String>, Acc> results;
+        if (memory) {
+            // In-memory window store (changelogged, restored into the heap) and the aggregate's own
+            // final-result emission: each window once, when stream time passes its end plus grace.
+            results = windowed
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .aggregate(Acc::new, (k, amount, acc) -> acc.add(amount), Named.as("aggregate"),
+                    Materialized.<String, Acc>as(Stores.inMemoryWindowStore(WINDOW_STORE, Duration.ofMillis(size + grace),
+                            Duration.ofMillis(size), false))
+                        .withKeySerde(Serdes.String()).withValueSerde(AccSerde.serde()))
+                .toStream(Named.as("results"));
+        } else {
+            results = windowed
+                .aggregate(Acc::new, (k, amount, acc) -> acc.add(amount), Named.as("aggregate"),
+                    Materialized.<String, Acc, WindowStore<Bytes, byte[]>>as(WINDOW_STORE)
+                        .withKeySerde(Serdes.String()).withValueSerde(AccSerde.serde()))
+                .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()).withName("final"))
+                .toStream(Named.as("results"));
+        }
+        results
             .process(ToJson::new, Named.as("to-json"))
             .to(f.output, Produced.with(Serdes.String(), Serdes.String()).withName("output"));
         return b.build();
@@ -448,7 +468,7 @@ final class Aggregate {
     }
 
     /**
-     * A closed window's final result as verify.AggregateWindow JSON, keyed by the group and stamped
+     * A closed window's final result as aggcheck.Window JSON, keyed by the group and stamped
      * with the window's end, as eos emits it; the input's headers are not carried over.
      */
     static final class ToJson implements Processor<Windowed<String>, Acc, String, String> {

@@ -67,8 +67,15 @@ public final class KStreamsPeer {
         "  --commit-interval-ms N        commit.interval.ms (default 100)",
         "  --threads N                   num.stream.threads (default 1)",
         "  --state-dir DIR               state.dir (default /tmp/kafka-streams)",
-        "  --window-ms N                 aggregate: tumbling window size (default 5000, as verify.AggregateConfig)",
-        "  --grace-ms N                  aggregate: grace period (default 600000, as verify.AggregateConfig)",
+        "  --window-ms N                 aggregate: tumbling window size (default 5000, as aggcheck.Config)",
+        "  --grace-ms N                  aggregate: grace period (default 600000, as aggcheck.Config)",
+        "  --store rocksdb|memory        aggregate: RocksDB stores with suppress(untilWindowCloses) (default), or",
+        "                                in-memory stores with emitStrategy(onWindowClose)",
+        "  --client-config K=V[,K=V...]  client settings, each key prefixed producer. or consumer.",
+        "                                (e.g. producer.linger.ms=10); unset keys keep Kafka Streams' defaults",
+        "  --warmup-input TOPIC          first drain TOPIC in this JVM (app id APP-warmup, output OUTPUT-warmup)",
+        "                                until its group has committed all of it, then close that instance and",
+        "                                start the measured one: the JIT is warm when \"started\" is printed",
         "  --help                        this text",
         "");
 
@@ -80,13 +87,37 @@ public final class KStreamsPeer {
     }
 
     static final class Flags {
-        String bootstrap, appId, input, output, topology, dlq;
+        String bootstrap, appId, input, output, topology, dlq, warmupInput;
+        String store = "rocksdb";
+        Map<String, String> clientConfig = new HashMap<>();
         String stateDir = "/tmp/kafka-streams";
         long commitIntervalMs = 100;
         int threads = 1;
         long windowMs = 5000;
         long graceMs = 600_000;
         boolean help;
+
+        /**
+         * The flags of the warm-up instance: the warm-up input alone, and the app id, output, dead-letter
+         * topic and state directory suffixed -warmup, so that nothing of it is shared with the measured one.
+         */
+        Flags warmup() {
+            Flags w = new Flags();
+            w.bootstrap = bootstrap;
+            w.appId = appId + "-warmup";
+            w.input = warmupInput;
+            w.output = output + "-warmup";
+            w.topology = topology;
+            w.dlq = dlq == null ? null : dlq + "-warmup";
+            w.store = store;
+            w.clientConfig = clientConfig;
+            w.stateDir = stateDir + "-warmup";
+            w.commitIntervalMs = commitIntervalMs;
+            w.threads = threads;
+            w.windowMs = windowMs;
+            w.graceMs = graceMs;
+            return w;
+        }
 
         /** The input topics: --input split at commas (eosctl bench gives the backlog and a live topic). */
         List<String> inputs() {
@@ -137,6 +168,14 @@ public final class KStreamsPeer {
                     case "threads" -> f.threads = (int) number(name, value, 1, 64);
                     case "window-ms" -> f.windowMs = number(name, value, 1, Long.MAX_VALUE / 4);
                     case "grace-ms" -> f.graceMs = number(name, value, 0, Long.MAX_VALUE / 4);
+                    case "store" -> {
+                        if (!value.equals("rocksdb") && !value.equals("memory")) {
+                            throw new UsageException("--store: want rocksdb or memory, got " + quote(value));
+                        }
+                        f.store = value;
+                    }
+                    case "client-config" -> f.clientConfig = Clients.parse(value);
+                    case "warmup-input" -> f.warmupInput = nonEmpty(name, value);
                     default -> throw new UsageException("unknown flag --" + name + " (see --help)");
                 }
             }
@@ -154,8 +193,8 @@ public final class KStreamsPeer {
                     if (f.dlq != null) {
                         throw new UsageException("--dlq is for --topology aggregate only: passthrough rejects no record");
                     }
-                    if (seen.containsKey("window-ms") || seen.containsKey("grace-ms")) {
-                        throw new UsageException("--window-ms and --grace-ms are for --topology aggregate only");
+                    if (seen.containsKey("window-ms") || seen.containsKey("grace-ms") || seen.containsKey("store")) {
+                        throw new UsageException("--window-ms, --grace-ms and --store are for --topology aggregate only");
                     }
                 }
                 case "aggregate" -> {
@@ -173,6 +212,9 @@ public final class KStreamsPeer {
             named.add(f.output);
             if (f.dlq != null) {
                 named.add(f.dlq);
+            }
+            if (f.warmupInput != null) {
+                named.add(f.warmupInput);
             }
             for (String t : named) {
                 if (!topics.add(t)) {
@@ -225,19 +267,161 @@ public final class KStreamsPeer {
     }
 
     static int run(Flags f, PrintStream out) {
-        int partitions;
+        for (String sig : new String[] {"TERM", "INT"}) {
+            // SIGTERM and SIGINT stop the application through the main thread, which closes Streams and
+            // exits 0, rather than through a shutdown hook, which could only exit 143.
+            sun.misc.Signal.handle(new sun.misc.Signal(sig), s -> {
+                log.info("SIG{}: closing", sig);
+                stop.countDown();
+            });
+        }
+        if (f.warmupInput != null) {
+            long t0 = System.nanoTime();
+            Flags w = f.warmup();
+            Instance warm;
+            try {
+                warm = Instance.start(w);
+            } catch (Exception e) {
+                System.err.println("kstreams-peer: warm-up: " + e.getMessage());
+                return 1;
+            }
+            long records;
+            try {
+                records = Clients.awaitCommitted(w.bootstrap, w.appId, w.inputs(), () -> warm.failure.get() != null
+                    ? String.valueOf(warm.failure.get()) : stop.getCount() == 0 ? "stopped by a signal" : null);
+            } catch (Exception e) {
+                warm.close();
+                System.err.println("kstreams-peer: warm-up: " + e);
+                return 1;
+            }
+            if (warm.close() != 0) {
+                return 1;
+            }
+            out.println("{\"kind\":\"warmed\",\"records\":" + records + ",\"seconds\":" + (System.nanoTime() - t0) / 1e9 + "}");
+            consumed.set(0);
+            produced.set(0);
+            deadLettered.set(0);
+        }
+        Instance measured;
         try {
-            partitions = prepareTopics(f);
+            measured = Instance.start(f);
         } catch (Exception e) {
             System.err.println("kstreams-peer: " + e.getMessage());
             return 1;
         }
-        Topology topology = switch (f.topology) {
-            case "passthrough" -> Passthrough.build(f);
-            default -> Aggregate.build(f);
-        };
-        log.info("topology:\n{}", topology.describe());
+        try {
+            measured.awaitRunning(out);
+        } catch (RuntimeException e) {
+            System.err.println("kstreams-peer: reporting the started line: " + e);
+            measured.close();
+            return 1;
+        }
+        try {
+            stop.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (measured.close() != 0) {
+            return 1;
+        }
+        out.println("{\"kind\":\"stopped\",\"consumed\":" + consumed.get() + ",\"produced\":" + produced.get()
+            + (f.dlq != null ? ",\"dead_letters\":" + deadLettered.get() : "") + "}");
+        return 0;
+    }
 
+    /** Counted down by SIGTERM or SIGINT, or when an instance fails. */
+    static final CountDownLatch stop = new CountDownLatch(1);
+
+    /** One KafkaStreams instance of the peer: the warm-up's or the measured one. */
+    static final class Instance {
+        final Flags f;
+        final int partitions;
+        final KafkaStreams streams;
+        final Clients.Capture clients = new Clients.Capture();
+        final CountDownLatch running = new CountDownLatch(1);
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+
+        private Instance(Flags f, int partitions) {
+            this.f = f;
+            this.partitions = partitions;
+            Topology topology = switch (f.topology) {
+                case "passthrough" -> Passthrough.build(f);
+                default -> Aggregate.build(f);
+            };
+            log.info("topology:\n{}", topology.describe());
+            streams = new KafkaStreams(topology, props(f), clients);
+        }
+
+        static Instance start(Flags f) throws Exception {
+            Instance in = new Instance(f, prepareTopics(f));
+            in.streams.setUncaughtExceptionHandler(e -> {
+                log.error("stream thread failed; shutting down", e);
+                in.failure.compareAndSet(null, e);
+                return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+            });
+            in.streams.setStateListener((now, before) -> {
+                log.info("{}: state {} -> {}", f.appId, before, now);
+                if (now == KafkaStreams.State.RUNNING) {
+                    in.running.countDown();
+                }
+                if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.PENDING_ERROR) {
+                    in.failure.compareAndSet(null, new IllegalStateException("Kafka Streams went to state " + now));
+                    in.running.countDown();
+                    stop.countDown();
+                }
+            });
+            in.streams.start();
+            return in;
+        }
+
+        /**
+         * Prints the started line once Kafka Streams first reaches RUNNING, with the effective settings of
+         * the producer and main consumer it built.
+         */
+        void awaitRunning(PrintStream out) {
+            while (true) {
+                try {
+                    if (running.await(100, TimeUnit.MILLISECONDS) || stop.getCount() == 0) {
+                        break;
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+            }
+            if (failure.get() != null || clients.producer == null || clients.consumer == null) {
+                return;
+            }
+            out.println("{\"kind\":\"started\",\"topology\":" + quote(f.topology) + ",\"app_id\":" + quote(f.appId)
+                + ",\"input\":" + quote(f.input) + ",\"output\":" + quote(f.output)
+                + (f.dlq != null ? ",\"dlq\":" + quote(f.dlq) + ",\"store\":" + quote(f.store) : "")
+                + ",\"partitions\":" + partitions + ",\"threads\":" + f.threads
+                + ",\"commit_interval_ms\":" + f.commitIntervalMs + ",\"kafka_streams\":\"" + KAFKA_STREAMS_VERSION
+                + "\",\"producer\":" + Clients.effective(clients.producer, true)
+                + ",\"consumer\":" + Clients.effective(clients.consumer, false)
+                + ",\"pid\":" + ProcessHandle.current().pid() + "}");
+        }
+
+        /** Closes the instance, leaving the group; 0 if it closed cleanly without a failure. */
+        int close() {
+            // Leave the group, so a restart with the same --app-id need not wait out the session timeout.
+            boolean closed = streams.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.LEAVE_GROUP)
+                .withTimeout(Duration.ofSeconds(60)));
+            Throwable t = failure.get();
+            if (t != null) {
+                System.err.println("kstreams-peer: " + f.appId + " failed: " + t);
+                return 1;
+            }
+            if (!closed) {
+                System.err.println("kstreams-peer: Kafka Streams did not close within 60s");
+                return 1;
+            }
+            return 0;
+        }
+    }
+
+    /** The Streams configuration of f: exactly_once_v2, then --client-config over Streams' defaults. */
+    static Properties props(Flags f) {
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, f.appId);
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, f.bootstrap);
@@ -248,60 +432,14 @@ public final class KStreamsPeer {
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
         p.put(StreamsConfig.producerPrefix(ProducerConfig.ACKS_CONFIG), "all");
-
-        KafkaStreams streams = new KafkaStreams(topology, p);
-        CountDownLatch done = new CountDownLatch(1);
-        AtomicReference<Throwable> failure = new AtomicReference<>();
-        AtomicReference<Boolean> started = new AtomicReference<>(false);
-        streams.setUncaughtExceptionHandler(e -> {
-            log.error("stream thread failed; shutting down", e);
-            failure.compareAndSet(null, e);
-            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
-        });
-        streams.setStateListener((now, before) -> {
-            log.info("state {} -> {}", before, now);
-            if (now == KafkaStreams.State.RUNNING && started.compareAndSet(false, true)) {
-                out.println("{\"kind\":\"started\",\"topology\":" + quote(f.topology) + ",\"app_id\":" + quote(f.appId)
-                    + ",\"input\":" + quote(f.input) + ",\"output\":" + quote(f.output)
-                    + (f.dlq != null ? ",\"dlq\":" + quote(f.dlq) : "")
-                    + ",\"partitions\":" + partitions + ",\"threads\":" + f.threads
-                    + ",\"commit_interval_ms\":" + f.commitIntervalMs + ",\"kafka_streams\":\"" + KAFKA_STREAMS_VERSION
-                    + "\",\"pid\":" + ProcessHandle.current().pid() + "}");
-            }
-            if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.PENDING_ERROR) {
-                failure.compareAndSet(null, new IllegalStateException("Kafka Streams went to state " + now));
-                done.countDown();
-            }
-        });
-        // SIGTERM and SIGINT stop the application through the main thread, which closes Streams and
-        // exits 0, rather than through a shutdown hook, which could only exit 143.
-        for (String sig : new String[] {"TERM", "INT"}) {
-            sun.misc.Signal.handle(new sun.misc.Signal(sig), s -> {
-                log.info("SIG{}: closing", sig);
-                done.countDown();
-            });
+        if (f.store.equals("memory")) {
+            // emitStrategy(onWindowClose) emits closed windows at most once a second of wall-clock time, and
+            // only while processing a record: the windows closed by the last records (the bench's heartbeats)
+            // would wait for a record that never comes. Kafka Streams' private setting: emit at every record.
+            p.put(StreamsConfig.InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_WINDOWED_AGGREGATION, 0L);
         }
-        streams.start();
-        try {
-            done.await();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        // Leave the group, so a restart with the same --app-id need not wait out the session timeout.
-        boolean closed = streams.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.LEAVE_GROUP)
-            .withTimeout(Duration.ofSeconds(60)));
-        Throwable t = failure.get();
-        if (t != null) {
-            System.err.println("kstreams-peer: failed: " + t);
-            return 1;
-        }
-        if (!closed) {
-            System.err.println("kstreams-peer: Kafka Streams did not close within 60s");
-            return 1;
-        }
-        out.println("{\"kind\":\"stopped\",\"consumed\":" + consumed.get() + ",\"produced\":" + produced.get()
-            + (f.dlq != null ? ",\"dead_letters\":" + deadLettered.get() : "") + "}");
-        return 0;
+        p.putAll(f.clientConfig);
+        return p;
     }
 
     /**
