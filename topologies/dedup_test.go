@@ -245,7 +245,7 @@ repartition: %v
 
 // runDedup produces evs (keyed by event id, or by sequence number when
 // repartition is set) while a worker of the dedup topology runs, with a
-// fifth of its transactions aborted on purpose, and returns the input
+// fifth of its transactions (of at most 100 records) aborted on purpose, and returns the input
 // records with their partitions and offsets.
 func runDedup(t *testing.T, e *tenv, app string, evs []dedupEvent, retention string, repartition bool) []*kgo.Record {
 	t.Helper()
@@ -272,10 +272,12 @@ func runDedupWorker(t *testing.T, e *tenv, app, retention string, repartition bo
 	if repartition {
 		topics = []string{app + "-seen-repartition"}
 	}
-	e.run(app, "dedup", tr, app+"-in", app+"-out", topics, func(c *pipeline.Config) {
+	w := e.run(app, "dedup", tr, app+"-in", app+"-out", topics, func(c *pipeline.Config) {
 		aborting(e, 0.2)
 		c.OnEvent = tr.OnEvent
+		c.MaxTxnRecords = 100 // many transactions, so many aborted ones
 	}, feed)
+	t.Logf("worker: %d committed, %d aborted", w.Stats().Committed.Load(), w.Stats().Aborted.Load())
 	return tr
 }
 
