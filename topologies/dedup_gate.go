@@ -60,7 +60,7 @@ type gatePart struct {
 	streamTime int64           // ms; math.MinInt64 before the first record
 	queue      []gateEntry     // held keys by expiry, oldest first, from head
 	head       int
-	held       int // keys in the store (without the clock's own key)
+	held       int  // keys in the store (without the clock's own key)
 	stale      bool // discarded: rebuilt from st when next used
 }
 

@@ -142,6 +142,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 				return usage(fmt.Errorf("topology %s: %w", t.Name, err))
 			}
 			cfg.Topology = t.Name
+			exp.watch(transform, &cfg)
 			w, err := pipeline.New(cfg, transform)
 			if err != nil {
 				return err
