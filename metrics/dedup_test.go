@@ -10,8 +10,8 @@ import (
 
 	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/datagen"
-	"github.com/eosctl/eos/internal/testhook"
 	"github.com/eosctl/eos/internal/testenv"
+	"github.com/eosctl/eos/internal/testhook"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/twmb/franz-go/pkg/kadm"
