@@ -55,7 +55,17 @@ func TestDedupPassesEveryEventIDOnceThroughKillsRestoresAndRebalances(t *testing
 	}
 	procs := map[int]*supervise.Proc{0: run(0)}
 	kills := 0
+	// kill SIGKILLs instance i, mid-transaction if it has one open, once
+	// it has restored its state (on Apache Kafka a restart takes seconds,
+	// and a kill before the restore would test nothing), and starts it
+	// again.
 	kill := func(i int) {
+		for deadline := time.Now().Add(time.Minute); procs[i].Count(pipeline.EventRestored) == 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %d did not restore its state within a minute", i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
 		admin.WaitOngoing(e.ctx, e.cl, "dd-"+strconv.Itoa(i), 2*time.Second) // mid-transaction
 		procs[i].Kill()
