@@ -378,3 +378,47 @@ func TestDedupForgetsKeysAfterRetentionWithTombstones(t *testing.T) {
 		t.Fatalf("compacted changelog: %d keys, %d live, %d tombstones; want 200 ids, %d live", len(last), live, dead, wantLive)
 	}
 }
+
+// Keyed by a header, the value need not be JSON; a key is held for the
+// retention from the moment it passed, and a repeat does not extend the
+// hold: with retention 1.5s, "a" at 0s passes, at 1s is a repeat (held
+// until 1.5s), at 2s passes again (a repeat that extended the hold to 2.5s
+// would have dropped it), at 3.6s passes again. A record without the
+// header, or with it empty, is dead-lettered as dedup-key.
+func TestDedupByHeaderHoldsAKeyForItsRetentionFromItsPass(t *testing.T) {
+	e := newTEnv(t)
+	const app = "ddh"
+	base := time.UnixMilli(1_700_000_000_000)
+	rec := func(id string, ms int64, value string) *kgo.Record {
+		r := &kgo.Record{Key: []byte("k"), Value: []byte(value), Timestamp: base.Add(time.Duration(ms) * time.Millisecond)}
+		if id != "-" {
+			r.Headers = []kgo.RecordHeader{{Key: "event-id", Value: []byte(id)}}
+		}
+		return r
+	}
+	rs := []*kgo.Record{
+		rec("a", 0, "a0 (not JSON)"), rec("a", 1000, "a1"), rec("b", 1200, "b0"), rec("-", 1300, "no header"),
+		rec("a", 2000, "a2"), rec("", 2100, "empty header"), rec("a", 3600, "a3"),
+	}
+	cfg := writeConfig(t, app+".yaml", "topology: dedup\nkey: {header: event-id}\nretention: 1500ms\nrepeats: drop\n")
+	tr, err := NewDedup(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.topic(app+"-in", 1)
+	e.run(app, "dedup", tr, app+"-in", app+"-out", nil, func(c *pipeline.Config) { c.OnEvent = tr.OnEvent }, func() { e.produce(app+"-in", 1, rs) })
+	var got []string
+	for _, r := range e.read(app + "-out") {
+		got = append(got, string(r.Value))
+	}
+	if want := "a0 (not JSON),b0,a2,a3"; strings.Join(got, ",") != want {
+		t.Fatalf("output %q, want %q", got, want)
+	}
+	dl := e.deadLetters(app+"-dlq", "dedup", app+"-in")
+	if len(dl) != 2 || dl[at(rs[3])] != "dedup-key" || dl[at(rs[5])] != "dedup-key" {
+		t.Fatalf("dead letters %v, want offsets 3 and 5 as dedup-key", dl)
+	}
+	if st := tr.Stats(); st.Passed != 4 || st.Repeats != 1 {
+		t.Fatalf("stats %+v, want 4 passed, 1 repeat", st)
+	}
+}
