@@ -67,19 +67,30 @@ func (d *deduplicating) finish(ctx context.Context, h *harness, res *Result, app
 }
 
 // dedupKills SIGKILLs the dedup topology's two workers mid-transaction at
-// random, each restart restoring the seen keys from the changelog.
+// random; each restart restores the seen keys from the changelog before it
+// processes a record. Every kill must be followed by a commit (a
+// recovery), or the drill ran after the input and proved nothing.
 func dedupKills(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	if err := h.inProcessBroker(ctx, broker.Config{}); err != nil {
 		return err
 	}
-	res.Faults = fmt.Sprintf("%d SIGKILLs mid-transaction, each restart restoring the seen keys", sz.Faults)
-	return runWith(ctx, h, sz, res, w, "dedup", 6, 2, nil, func() error {
+	res.Faults = fmt.Sprintf("%d SIGKILLs mid-transaction", sz.Faults)
+	var kills []time.Time
+	err := runWith(ctx, h, sz, res, w, "dedup", 6, 2, nil, func() error {
 		for range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults))
 			if err := h.KillAndRestart(ctx, fmt.Sprintf("dedup-%d", h.rng.IntN(2))); err != nil {
 				return err
 			}
+			kills = append(kills, time.Now())
 		}
 		return nil
 	})
+	for _, at := range kills {
+		res.Recovery = append(res.Recovery, h.Recoveries(at)...)
+	}
+	if err == nil && len(res.Recovery) < sz.Faults {
+		err = fmt.Errorf("only %d worker commits followed the %d kills: the input was done before the faults, so they proved nothing", len(res.Recovery), sz.Faults)
+	}
+	return err
 }
