@@ -5,7 +5,7 @@
 //   - pipeline: the worker engine. It consumes with read_committed, runs a
 //     Transform and commits the consumed offsets in the same transaction
 //     as what it produced (KIP-447). Start here.
-//   - topologies: the built-in topologies (passthrough, etl, aggregate,
+//   - topologies: the built-in topologies (passthrough, etl, aggregate, dedup,
 //     wordcount) and their YAML configuration.
 //   - txn, fencing: a worker's transaction lifecycle, its fixed
 //     transactional.id and the errors by which Kafka fences a zombie.

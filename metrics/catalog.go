@@ -77,6 +77,10 @@ const (
 	RestoreRemaining    = "eos_state_restore_remaining_records"
 	RestoreDuration     = "eos_state_restore_duration_seconds"
 
+	DedupPassed   = "eos_dedup_passed_total"
+	DedupRepeats  = "eos_dedup_repeats_total"
+	DedupKeysHeld = "eos_dedup_keys_held"
+
 	LSOLag             = "eos_lso_lag_records"
 	ConsumerLag        = "eos_consumer_lag_records"
 	OpenTransactionAge = "eos_open_transaction_age_seconds"
@@ -114,6 +118,9 @@ var catalog = []Desc{
 	{Name: RestoredRecords, Kind: Counter, Help: "Changelog records applied by completed restores."},
 	{Name: RestoreRemaining, Kind: Gauge, Help: "Changelog records the restore in progress has still to read (updated every second; 0 when none runs). Assigned partitions are not processed until it reaches 0."},
 	{Name: RestoreDuration, Kind: Histogram, Buckets: prometheus.ExponentialBucketsRange(0.001, 600, 16), Help: "Completed restores of keyed state, from assignment to processing, in seconds."},
+	{Name: DedupPassed, Kind: Counter, Help: "dedup topology: records let through (the first of their key within the retention) in committed transactions; 0 for other topologies."},
+	{Name: DedupRepeats, Kind: Counter, Help: "dedup topology: repeats dropped or sent to the audit output in committed transactions; 0 for other topologies."},
+	{Name: DedupKeysHeld, Kind: Gauge, Help: "dedup topology: keys held (passed within the retention) in this worker's partitions after its last commit; 0 for other topologies."},
 
 	{Name: LSOLag, Kind: Gauge, Labels: []string{"topic", "partition"}, Scope: Shared, Help: "High watermark minus last stable offset: offsets read_committed consumers cannot see yet because a transaction is open or hanging on the partition."},
 	{Name: ConsumerLag, Kind: Gauge, Labels: []string{"group", "topic", "partition"}, Scope: Shared, Help: "Last stable offset minus the group's committed offset (log start offset if none): what the group can read but has not committed."},

@@ -65,6 +65,26 @@ type Worker struct {
 	// holds no record, only transaction markers; probedAt says when.
 	markersOnly bool
 	probedAt    time.Time
+	// dedup reads the dedup topology's counts at every commit (WatchDedup);
+	// dedupLast is what the counters were last moved to.
+	dedup     func() DedupStats
+	dedupLast DedupStats
+}
+
+// DedupStats are the dedup topology's counts over committed transactions
+// (topologies.DedupStats converts to it).
+type DedupStats struct {
+	Passed, Repeats, KeysHeld int64
+}
+
+// WatchDedup has the exporter read the dedup topology's counts after every
+// committed transaction, into eos_dedup_passed_total,
+// eos_dedup_repeats_total and eos_dedup_keys_held. The topology must see
+// the committed event first: chain its OnEvent before this Worker's.
+func (w *Worker) WatchDedup(read func() DedupStats) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dedup = read
 }
 
 // NewWorker creates the exporter and registers its metrics. It does not
@@ -136,6 +156,13 @@ func (w *Worker) OnEvent(e pipeline.Event) {
 		r.gauge(ProducerEpoch).Set(float64(e.Epoch)) // KIP-890 bumps it per commit
 		w.lastCommit = e.Time
 		r.gauge(LastCommit).Set(float64(e.Time.UnixNano()) / 1e9)
+		if w.dedup != nil {
+			s := w.dedup()
+			r.counter(DedupPassed).Add(float64(s.Passed - w.dedupLast.Passed))
+			r.counter(DedupRepeats).Add(float64(s.Repeats - w.dedupLast.Repeats))
+			r.gauge(DedupKeysHeld).Set(float64(s.KeysHeld))
+			w.dedupLast = s
+		}
 	case pipeline.EventAborted:
 		r.counter(Transactions, "aborted").Inc()
 		r.counter(TransactionAborts, e.Reason).Inc()

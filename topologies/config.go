@@ -128,7 +128,7 @@ func topologyWithKey(prefix, name string) string {
 	for _, t := range []struct {
 		name string
 		keys []string
-	}{{"etl", etlKeys}, {"aggregate", aggregateKeys}} {
+	}{{"etl", etlKeys}, {"aggregate", aggregateKeys}, {"dedup", dedupKeys}} {
 		if slices.Contains(t.keys, name) {
 			return t.name
 		}

@@ -1,5 +1,5 @@
 // Package topologies holds the built-in topologies (passthrough, etl,
-// aggregate, wordcount) and the registry that maps names to them, for
+// aggregate, dedup, wordcount) and the registry that maps names to them, for
 // programs that start a pipeline Worker by name, as eosctl run and package
 // bench do.
 package topologies
@@ -88,6 +88,14 @@ func init() {
 		ConfigKeys:  aggregateKeys[1:],
 		New: func(o Options) (pipeline.Transform, error) {
 			return newAggregate(o)
+		},
+	})
+	register(Topology{
+		Name:        "dedup",
+		Description: "lets each record through once per event id within a retention window, exactly-once state",
+		ConfigKeys:  dedupKeys[1:],
+		New: func(o Options) (pipeline.Transform, error) {
+			return newDedup(o)
 		},
 	})
 	register(Topology{

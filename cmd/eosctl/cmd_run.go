@@ -63,7 +63,7 @@ expression that fails, a record later than its window's grace period) go to
 the dead-letter topic --dlq (default APP-dlq) in the same transaction, with
 headers naming the reason, the error, the source topic, partition and offset
 and the topology; the worker goes on. Stateful topologies (aggregate,
-wordcount) keep their state in memory, write every change to the compacted
+dedup, wordcount) keep their state in memory, write every change to the compacted
 topic APP-STORE-changelog in the same transaction, and restore it from there
 (read_committed) whenever partitions are assigned, before processing them.
 Config errors stop the worker at start with FILE:LINE: KEY: REASON (exit 2);
@@ -143,6 +143,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 				return usage(fmt.Errorf("topology %s: %w", t.Name, err))
 			}
 			cfg.Topology = t.Name
+			exp.watch(transform, &cfg)
 			w, err := pipeline.New(cfg, transform)
 			if err != nil {
 				return err
@@ -182,7 +183,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 	f.StringVar(&events, "events", "", `write lifecycle events (started, committed, aborted, reinit, fenced, stopped) as JSON lines to this file, or "-" for stdout`)
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", 0, "how long to wait for a broker's answer to a request without its own timeout, e.g. EndTxn (default 10s)")
 	f.StringVar(&cfg.GroupProtocol, "group-protocol", "classic", "consumer group protocol: classic, or consumer (KIP-848, Kafka 4.0+)")
-	f.StringVar(&topo.Config, "config", "", "configuration file, for topologies that take one (etl, aggregate; see eosctl topology list)")
+	f.StringVar(&topo.Config, "config", "", "configuration file, for topologies that take one (etl, aggregate, dedup; see eosctl topology list)")
 	f.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic for records the topology cannot handle (default APP-dlq)")
 	mopts.flags(f)
 	f.Float64Var(&abort, "test-abort-fraction", 0, "abort this fraction of transactions on purpose (testing only)")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eosctl/eos/metrics"
 	"github.com/eosctl/eos/pipeline"
+	"github.com/eosctl/eos/topologies"
 	"github.com/spf13/pflag"
 )
 
@@ -129,4 +130,18 @@ func (e *runExporter) finish(ctx context.Context, runErr error) {
 		}
 	}
 	_ = e.srv.Close()
+}
+
+// watch feeds a topology's own counts to the exporter: the dedup
+// topology's, read after each commit. The topology sees each event before
+// the exporter, so the commit it counts is the one being exported.
+func (e *runExporter) watch(t pipeline.Transform, cfg *pipeline.Config) {
+	d, ok := t.(*topologies.Dedup)
+	if !ok {
+		return
+	}
+	cfg.OnEvent = pipeline.Chain(d.OnEvent, cfg.OnEvent)
+	if e != nil {
+		e.w.WatchDedup(func() metrics.DedupStats { return metrics.DedupStats(d.Stats()) })
+	}
 }

@@ -156,6 +156,7 @@ func Scenarios() []Scenario {
 		{Name: "transactional-input", Description: "the input itself written in transactions, a third of them aborted (control markers in the input)", run: transactionalInput},
 		{Name: "single-partition-order", Description: "one partition, workers SIGKILLed mid-transaction: output order equals input order", run: singlePartitionOrder},
 		{Name: "kip848-group", Description: "KIP-848 consumer group protocol (broker-side assignment), SIGKILLs and a rebalance 1 → 2 workers", run: kip848},
+		{Name: "dedup-kills", Topology: topologyDedup, Description: "the dedup topology (key seq, every record written twice), workers SIGKILLed mid-transaction: every seq once", run: dedupKills},
 		stateful(clean), stateful(hard), stateful(moves), stateful(leaders), stateful(lost), stateful(slow), stateful(timeout), stateful(partition),
 	}
 }

@@ -32,11 +32,14 @@ type workload interface {
 	close()
 }
 
-// newWorkload returns the workload of a topology: "passthrough" or
-// "aggregate".
+// newWorkload returns the workload of a topology: "passthrough",
+// "aggregate" or "dedup".
 func newWorkload(topology string) workload {
-	if topology == topologyAggregate {
+	switch topology {
+	case topologyAggregate:
 		return &aggregating{}
+	case topologyDedup:
+		return &deduplicating{}
 	}
 	return &copying{}
 }

@@ -55,9 +55,10 @@ func TestTopologyCommandsAndBadConfigs(t *testing.T) {
 	good := write("good.yaml", "topology: etl\nfilter: amount > 1\n")
 	bad := write("bad.yaml", "topology: etl\nfilter: amount >\n")
 	anon := write("anon.yaml", "filter: amount > 1\n")
+	badDedup := write("bad-dedup.yaml", "topology: dedup\nkey: seq\nretention: 24h\nrepeats: keep\n")
 
 	code, out, _ := runEosctl(t, "topology", "list")
-	for _, want := range []string{"passthrough", "etl", "aggregate", "wordcount", "group_by, time, window", "filter, map, project"} {
+	for _, want := range []string{"passthrough", "etl", "aggregate", "dedup", "wordcount", "group_by, time, window", "filter, map, project", "key, retention, clock"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("topology list: exit %d, output %q lacks %q", code, out, want)
 		}
@@ -67,7 +68,7 @@ func TestTopologyCommandsAndBadConfigs(t *testing.T) {
 		Name       string   `json:"name"`
 		ConfigKeys []string `json:"config_keys"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 4 {
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 5 {
 		t.Fatalf("topology list --json: exit %d, %q", code, out)
 	}
 	if code, out, _ = runEosctl(t, "topology", "check", "--config", good); code != 0 || strings.TrimSpace(out) != good+": ok (etl)" {
@@ -84,6 +85,7 @@ func TestTopologyCommandsAndBadConfigs(t *testing.T) {
 		has  string
 	}{
 		{"check bad", []string{"topology", "check", "--config", bad}, bad + `:2: filter: expression "amount >" does not compile`},
+		{"check bad dedup", []string{"topology", "check", "--config", badDedup}, badDedup + `:4: repeats: want drop, or {audit: TOPIC}`},
 		{"check unnamed", []string{"topology", "check", "--config", anon}, "does not say which topology"},
 		{"check wrong name", []string{"topology", "check", "aggregate", "--config", good}, "configures the etl topology, not aggregate"},
 		{"check no config", []string{"topology", "check"}, "--config FILE is required"},
