@@ -26,13 +26,15 @@ Into a new or empty topic the keys are 0..N-1. Into a topic that already
 holds records, produce continues after the highest key there (it reads the
 last records of each partition), so running it again, or after an
 interrupted run, adds N new keys and never repeats one: a copy still
-verifies as exactly once.
+verifies as exactly once. --again writes keys 0..N-1 all the same, as a
+producer re-sending what it sent would: the input of the dedup topology.
 
 --lines FILE ("-": standard input) writes the lines of a text file instead,
 one record per line (empty lines too), with the same keys: text for the
 wordcount topology.`,
 		Example: `  eosctl produce --topic in --count 1000000
   eosctl produce --topic lines --lines README.md
+  eosctl produce --topic orders --count 1000 --again    # the keys 0..999 once more
   eosctl produce --topic in --count 10000 --size 1024 --partitions 12 --rate 5000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -84,6 +86,7 @@ wordcount topology.`,
 	f.StringVar(&lines, "lines", "", "write the lines of this text file (\"-\": standard input), one record each, instead of --count JSON records")
 	f.IntVar(&cfg.Size, "size", 100, "size of each record value in bytes")
 	f.Int32Var(&cfg.Partitions, "partitions", 6, "partitions if the topic is created")
+	f.BoolVar(&cfg.Again, "again", false, "write keys 0..N-1 even if the topic holds records (a re-sending producer), instead of continuing after its highest key")
 	f.IntVar(&cfg.Rate, "rate", 0, "records per second (0: as fast as possible)")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd

@@ -34,6 +34,11 @@ type Config struct {
 	// into a new or empty topic, the next Count keys after the highest
 	// one already there otherwise (see [NextKey]).
 	Count int64
+	// Again writes keys 0 through Count-1 even into a topic that already
+	// holds records: a producer re-sending what it sent before, the input
+	// the dedup topology is for. A copy of such an input is not a copy of
+	// distinct keys, and verify says so.
+	Again bool
 	// Values, if set, are the record values to write instead of [Value]'s
 	// JSON, in order (one per line of a text file, say); Count must then
 	// be len(Values) and Size is not used. Keys are the same sequence
@@ -109,7 +114,8 @@ func (c Config) Validate() error {
 // is, whatever its partition count, and records are appended after anything
 // already in it, continuing the key sequence after the highest key it holds
 // ([NextKey]): a second Produce adds new keys, which a pipeline copies and
-// verify judges like the first ones, never a second copy of a key.
+// verify judges like the first ones, never a second copy of a key (unless
+// cfg.Again asks for one).
 //
 // Buffering is bounded by the client's MaxBufferedRecords: Produce blocks
 // when that many records are in flight. The first failed record stops
@@ -126,7 +132,7 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if !res.Created {
+	if !res.Created && !cfg.Again {
 		if res.FirstKey, err = NextKey(ctx, cl, cfg.Topic); err != nil {
 			return res, err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/datagen"
 )
 
 // topologyDedup is the dedup topology's workload: see deduplicating.
@@ -41,8 +42,8 @@ func (d *deduplicating) produce(ctx context.Context, h *harness, in string, part
 	d.half = n / 2
 	done := make(chan error, 1)
 	go func() {
-		for range 2 {
-			ch, err := h.Produce(ctx, in, d.half, partitions, rate)
+		for i := range 2 {
+			ch, err := h.ProduceConfig(ctx, datagen.Config{Topic: in, Count: d.half, Size: 100, Partitions: partitions, Rate: rate, Again: i == 1})
 			if err == nil {
 				err = <-ch
 			}

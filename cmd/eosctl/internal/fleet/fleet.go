@@ -279,12 +279,17 @@ func (f *Fleet) Recoveries(t time.Time) []time.Duration {
 // background, under ctx (canceling it ends the production early); the
 // channel yields the result.
 func (f *Fleet) Produce(ctx context.Context, topic string, n int64, partitions int32, rate int) (<-chan error, error) {
-	if _, _, err := admin.EnsureTopic(ctx, f.Client, topic, partitions, nil); err != nil {
+	return f.ProduceConfig(ctx, datagen.Config{Topic: topic, Count: n, Size: 100, Partitions: partitions, Rate: rate})
+}
+
+// ProduceConfig is Produce with every setting of datagen's (Again, say).
+func (f *Fleet) ProduceConfig(ctx context.Context, cfg datagen.Config) (<-chan error, error) {
+	if _, _, err := admin.EnsureTopic(ctx, f.Client, cfg.Topic, cfg.Partitions, nil); err != nil {
 		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := datagen.Produce(ctx, f.Client, datagen.Config{Topic: topic, Count: n, Size: 100, Partitions: partitions, Rate: rate})
+		_, err := datagen.Produce(ctx, f.Client, cfg)
 		done <- err
 	}()
 	return done, nil
