@@ -47,10 +47,14 @@ func (d *dialect) now() string {
 	return "CURRENT_TIMESTAMP(6)"
 }
 
-// insertSQL returns the INSERT of n rows into table with cols, and the
-// clause that makes it idempotent on keyCol: a row whose key exists is left
-// as it is (insert mode) or overwritten with the new values (upsert mode).
-func (d *dialect) insertSQL(table string, cols []string, keyCol string, n int, upsert bool) string {
+// insertSQL returns the INSERT of n rows into table with cols, and, when
+// keyCol has a unique index of its own (keyUnique), the clause that makes
+// it idempotent on keyCol: a row whose key exists is left as it is (insert
+// mode) or overwritten with the new values (upsert mode). The clause names
+// the key (ON CONFLICT (keyCol)), so a collision on any other unique index
+// stays an error and its record a dead letter; MySQL cannot name it, and
+// the sink refuses a MySQL table with another unique index (conflictTarget).
+func (d *dialect) insertSQL(table string, cols []string, keyCol string, n int, upsert, keyUnique bool) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO ")
 	b.WriteString(d.quote(table))
@@ -79,6 +83,8 @@ func (d *dialect) insertSQL(table string, cols []string, keyCol string, n int, u
 	}
 	k := d.quote(keyCol)
 	switch {
+	case !keyUnique:
+		// No clause: a plain INSERT (upsert needs the key: refused at start).
 	case d.name == "mysql" && !upsert:
 		// Not INSERT IGNORE: that also turns NOT NULL, type and
 		// foreign-key errors into warnings and writes a mangled row.
@@ -100,7 +106,7 @@ func (d *dialect) insertSQL(table string, cols []string, keyCol string, n int, u
 			fmt.Fprintf(&b, "%s = %s", k, k)
 		}
 	case !upsert:
-		b.WriteString(" ON CONFLICT DO NOTHING")
+		fmt.Fprintf(&b, " ON CONFLICT (%s) DO NOTHING", k)
 	default:
 		fmt.Fprintf(&b, " ON CONFLICT (%s) DO ", k)
 		first := true

@@ -23,6 +23,10 @@ type Sink struct {
 	db   *DB
 	cl   *kgo.Client
 	cols []string // the key column, then the mapped columns
+	// keyUnique: the table has a unique index on exactly the key column,
+	// which the INSERT names as its conflict target (conflictTarget).
+	keyUnique bool
+	warn      deadWarn // the dead letters not warned about yet
 
 	mu sync.Mutex
 	// from holds, for every partition this process owns, the next offset
@@ -129,6 +133,9 @@ func (s *Sink) prepare(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("table %s with columns %s: %w", s.cfg.Mapping.Table, strings.Join(s.cols, ", "), err)
 	}
+	if err := s.conflictTarget(ctx); err != nil {
+		return err
+	}
 	err = retry(ctx, r, onErr, func(ctx context.Context) error {
 		_, err := s.db.ExecContext(ctx, d.offsetsDDL(s.cfg.OffsetsTable))
 		return err
@@ -233,6 +240,7 @@ func (s *Sink) event(e pipeline.Event) {
 func (s *Sink) Run(ctx context.Context) error {
 	s.event(pipeline.Event{Kind: pipeline.EventStarted})
 	err := s.run(ctx)
+	s.flushWarn()
 	ev := pipeline.Event{Kind: pipeline.EventStopped}
 	if err != nil {
 		ev.Err = err.Error()

@@ -103,6 +103,7 @@ func (s *Sink) write(ctx context.Context, recs []*kgo.Record) error {
 	for _, d := range out.dead {
 		s.cfg.Metrics.deadLetter(d.dead.Reason)
 	}
+	s.warnDead(out.dead)
 	took := time.Since(start)
 	s.cfg.Metrics.committed(len(items), out.rows, out.dups, took)
 	s.event(pipeline.Event{Kind: pipeline.EventCommitted, Consumed: len(items), Records: out.rows, DeadLetters: len(out.dead), Duration: took})
@@ -187,7 +188,7 @@ func (s *Sink) insertAll(ctx context.Context, tx *sql.Tx, good []*item, out *out
 			args = append(args, it.row.key)
 			args = append(args, it.row.vals...)
 		}
-		res, err := tx.ExecContext(ctx, s.db.d.insertSQL(m.Table, s.cols, m.KeyColumn, n, m.Mode == ModeUpsert), args...)
+		res, err := tx.ExecContext(ctx, s.db.d.insertSQL(m.Table, s.cols, m.KeyColumn, n, m.Mode == ModeUpsert, s.keyUnique), args...)
 		if err != nil {
 			if c, _ := classify(err); c == permanent {
 				return fmt.Errorf("%w: %w", errRowFailed, err)
@@ -218,7 +219,7 @@ func (s *Sink) count(res sql.Result, n int, out *outcome) {
 // dead-letters the ones the database rejects for their data.
 func (s *Sink) insertEach(ctx context.Context, tx *sql.Tx, good []*item, out *outcome) error {
 	m := s.cfg.Mapping
-	q := s.db.d.insertSQL(m.Table, s.cols, m.KeyColumn, 1, m.Mode == ModeUpsert)
+	q := s.db.d.insertSQL(m.Table, s.cols, m.KeyColumn, 1, m.Mode == ModeUpsert, s.keyUnique)
 	for _, it := range good {
 		args := append([]any{it.row.key}, it.row.vals...)
 		var res sql.Result
@@ -333,6 +334,6 @@ func rejected(it *item, err error, out *outcome) bool {
 	if c, _ := classify(err); c != permanent {
 		return false
 	}
-	out.dead = append(out.dead, item{rec: it.rec, dead: &pipeline.DeadLetterError{Reason: "rejected-by-database", Err: err}})
+	out.dead = append(out.dead, item{rec: it.rec, dead: &pipeline.DeadLetterError{Reason: "rejected-by-database", Err: errors.New(dbReason(err))}})
 	return true
 }
