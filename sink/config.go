@@ -64,10 +64,19 @@ type Config struct {
 	// database); without them, a group's lag shows the whole topic.
 	NoKafkaCommit bool
 	// Replay deletes this group's stored offsets at start, so the sink
-	// reads its topics again from the earliest offset. The rows are
-	// written again through the idempotent path: with a unique key on
-	// the idempotency key column nothing is duplicated.
+	// reads its topics again from the earliest offset, once per
+	// ReplayID: the id is stored (table OffsetsTable+"_replays") in the
+	// transaction that deletes the offsets, and a later start with the
+	// same id does not replay again (it logs that it did not). So a
+	// supervisor that keeps the replay in a restarted process's
+	// arguments cannot replay on every restart. The rows are written
+	// again through the idempotent path: with a unique key on the
+	// idempotency key column nothing is duplicated; without one, a
+	// replay inserts every row again.
 	Replay bool
+	// ReplayID names the replay request; default "default" (so a second
+	// Replay needs a new id).
+	ReplayID string
 	// SessionTimeout is the consumer group session timeout; default 10s.
 	SessionTimeout time.Duration
 	// StartTimeout bounds New's first connection to Kafka: brokers that do
@@ -126,6 +135,15 @@ func (c *Config) setDefaults() error {
 	}
 	if !identRE.MatchString(c.OffsetsTable) {
 		return eos.BadConfig("sink.Config", "OffsetsTable %q is not a plain SQL identifier", c.OffsetsTable)
+	}
+	if c.Replay && c.ReplayID == "" {
+		c.ReplayID = "default"
+	}
+	if len(c.ReplayID) > 255 {
+		return eos.BadConfig("sink.Config", "ReplayID is %d bytes long, at most 255", len(c.ReplayID))
+	}
+	if c.Replay && len(c.OffsetsTable+replaysSuffix) > 64 {
+		return eos.BadConfig("sink.Config", "OffsetsTable %q is too long for its replays table %s (at most %d characters)", c.OffsetsTable, c.OffsetsTable+replaysSuffix, 64-len(replaysSuffix))
 	}
 	if c.DLQ == "" {
 		c.DLQ = c.Group + "-dlq"

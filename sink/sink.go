@@ -41,7 +41,8 @@ type Sink struct {
 // New checks the configuration and the database (the credentials, the
 // table and its columns; it creates the offsets table if missing) and
 // connects to Kafka. Nothing is read or written to the table yet. With
-// Config.Replay it deletes the group's stored offsets.
+// Config.Replay it deletes the group's stored offsets, once per
+// Config.ReplayID.
 func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -144,14 +145,7 @@ func (s *Sink) prepare(ctx context.Context) error {
 		return fmt.Errorf("creating OffsetsTable %s: %w", s.cfg.OffsetsTable, err)
 	}
 	if s.cfg.Replay {
-		err = retry(ctx, r, onErr, func(ctx context.Context) error {
-			_, err := s.db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE consumer_group = %s", d.quote(s.cfg.OffsetsTable), d.ph(1)), s.cfg.Group)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("Replay: deleting the stored offsets: %w", err)
-		}
-		s.cfg.Logger.Info("replay: stored offsets deleted, reading from the earliest offset", "group", s.cfg.Group)
+		return s.replay(ctx)
 	}
 	return nil
 }
