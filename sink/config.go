@@ -86,6 +86,29 @@ type Config struct {
 	StartTimeout time.Duration
 	// Retry bounds the retries of retriable database errors.
 	Retry Retry
+	// LockTimeout bounds how long one statement waits for a row lock
+	// (PostgreSQL lock_timeout, MySQL/MariaDB innodb_lock_wait_timeout,
+	// whole seconds): a statement blocked by another transaction (a
+	// paused zombie's) fails, is rolled back and retried under Retry,
+	// instead of waiting for ever. Default 10s. A DSN parameter of the
+	// same name wins.
+	LockTimeout time.Duration
+	// IdleInTransactionTimeout has the database end a session that sits
+	// in an open transaction without a statement for this long
+	// (PostgreSQL idle_in_transaction_session_timeout, MariaDB
+	// idle_transaction_timeout, MySQL wait_timeout, whole seconds): a
+	// sink process paused inside its transaction (SIGSTOP, a VM freeze,
+	// a GC pause) loses its transaction, rolled back, and its locks, so
+	// the process that took its partitions over can commit. Its own
+	// commit then fails and it re-reads the database's offsets. Keep it
+	// above the longest pause a live sink makes inside a transaction
+	// (producing dead letters to Kafka). Default 30s.
+	IdleInTransactionTimeout time.Duration
+	// ShutdownTimeout bounds how long Run, once its context ends, lets
+	// the batch in flight commit; past it the batch's transaction is
+	// cancelled and rolled back (its records are read again on the next
+	// start). Default 10s.
+	ShutdownTimeout time.Duration
 	// CommitDelay waits this long between writing a batch and committing
 	// it (testing only: it widens the window a crash test aims at).
 	CommitDelay time.Duration
@@ -165,6 +188,18 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Retry.Max <= 0 {
 		c.Retry.Max = 5 * time.Second
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"LockTimeout", &c.LockTimeout, 10 * time.Second}, {"IdleInTransactionTimeout", &c.IdleInTransactionTimeout, 30 * time.Second}, {"ShutdownTimeout", &c.ShutdownTimeout, 10 * time.Second}} {
+		if *d.v < 0 {
+			return eos.BadConfig("sink.Config", "%s must not be negative, got %s", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

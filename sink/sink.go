@@ -50,7 +50,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err := cfg.Mapping.Validate(); err != nil {
 		return nil, eos.BadConfig("sink.Config", "Mapping: %w", err)
 	}
-	db, err := Open(cfg.DSN)
+	db, err := open(cfg.DSN, &timeouts{lock: cfg.LockTimeout, idle: cfg.IdleInTransactionTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +282,15 @@ func (s *Sink) run(ctx context.Context) error {
 			return ferr
 		}
 		if recs := fetches.Records(); len(recs) > 0 {
-			if err := s.write(context.WithoutCancel(ctx), recs); err != nil {
+			wctx, cancel := shutdownBound(ctx, s.cfg.ShutdownTimeout)
+			err := s.write(wctx, recs)
+			cancel()
+			if err != nil && ctx.Err() != nil {
+				s.cl.AllowRebalance()
+				s.cfg.Logger.Warn("stopping: the batch in flight did not commit within the shutdown timeout; rolled back, its records are read again on the next start", "shutdown_timeout", s.cfg.ShutdownTimeout, "error", err)
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -293,6 +301,19 @@ func (s *Sink) run(ctx context.Context) error {
 		}
 		s.cl.AllowRebalance()
 	}
+}
+
+// shutdownBound returns the context a batch is written under: it outlives
+// ctx (a SIGTERM lets the batch in flight commit) by at most bound, then
+// ends, which cancels the statement in progress and rolls the
+// transaction back.
+func shutdownBound(ctx context.Context, bound time.Duration) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(bound, cancel)
+		context.AfterFunc(wctx, func() { t.Stop() })
+	})
+	return wctx, func() { stop(); cancel() }
 }
 
 // Close leaves the group and closes the connections.

@@ -1,10 +1,12 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -65,6 +67,12 @@ func (s *Sink) write(ctx context.Context, recs []*kgo.Record) error {
 	if len(order) == 0 {
 		return nil
 	}
+	// One order for every process: two transactions that lock the same
+	// offsets rows lock them in the same order, so they queue instead of
+	// deadlocking.
+	slices.SortFunc(order, func(a, b tp) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
 	oneByOne := false
 	var out outcome
 	onErr := func(err error, class string) {
@@ -112,7 +120,7 @@ func (s *Sink) write(ctx context.Context, recs []*kgo.Record) error {
 	}
 	// For lag tools only: the sink resumes from the database, never from
 	// these.
-	s.cl.CommitOffsets(ctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+	s.cl.CommitOffsets(context.WithoutCancel(ctx), commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			s.cfg.Logger.Debug("committing offsets to Kafka for lag tools failed", "error", err)
 		}

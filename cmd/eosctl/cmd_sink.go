@@ -71,8 +71,14 @@ Mapping file (YAML):
     from: "'pending'"
     to: "'paid'"
 
-Exit codes: 0 stopped by SIGINT/SIGTERM (the batch in flight is committed or
-rolled back first); 1 failure (database or Kafka unavailable past the
+A transaction that holds locks and stops (a sink process paused inside it)
+cannot stall the others: statements wait for a lock at most --lock-timeout and
+are retried, the database ends a session idle inside a transaction after
+--idle-in-transaction-timeout, and a batch locks its partitions' offsets rows
+in one fixed order (no deadlocks).
+
+Exit codes: 0 stopped by SIGINT/SIGTERM (the batch in flight is committed, or
+rolled back if it cannot commit within --shutdown-timeout); 1 failure (database or Kafka unavailable past the
 retries); 2 bad input (DSN, mapping, missing table or column); 4 the database
 or Kafka refused the credentials or privileges.`,
 		Example: `  eosctl sink --to 'postgres://app:secret@127.0.0.1:5432/shop?sslmode=disable' \
@@ -140,6 +146,9 @@ or Kafka refused the credentials or privileges.`,
 	f.IntVar(&cfg.Retry.Attempts, "retry-attempts", 10, "tries of one batch on retriable database errors before exiting 1")
 	f.DurationVar(&cfg.Retry.Base, "retry-base", 100*time.Millisecond, "first retry backoff (doubles each try, with jitter)")
 	f.DurationVar(&cfg.Retry.Max, "retry-max", 5*time.Second, "longest retry backoff")
+	f.DurationVar(&cfg.LockTimeout, "lock-timeout", 10*time.Second, "longest wait of one statement for a row lock (PostgreSQL lock_timeout, MySQL innodb_lock_wait_timeout); the batch is then rolled back and retried, so a stuck transaction cannot stall the sink")
+	f.DurationVar(&cfg.IdleInTransactionTimeout, "idle-in-transaction-timeout", 30*time.Second, "the database ends a session idle inside a transaction this long (PostgreSQL idle_in_transaction_session_timeout, MariaDB idle_transaction_timeout): a paused sink process loses its transaction and its locks, and the live one goes on")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long the batch in flight may take to commit before it is rolled back")
 	f.StringVar(&events, "events", "", `write lifecycle events (started, assigned, revoked, written, committed, stopped) as JSON lines to this file, or "-" for stdout`)
 	f.StringVar(&metricsAddr, "metrics-addr", "", `serve Prometheus /metrics (eos_sink_*) on this host:port; "" disables`)
 	f.DurationVar(&cfg.CommitDelay, "test-commit-delay", 0, "wait this long between writing a batch and committing it (testing only)")
@@ -167,7 +176,7 @@ or Kafka refused the credentials or privileges.`,
 // use, to this command's flags.
 var sinkTerms = strings.NewReplacer(
 	"DSN", "--to", "OffsetsTable", "--offsets-table", "SessionTimeout", "--session-timeout",
-	"BatchSize", "--batch-size", "ReplayID", "--replay", "Replay", "--replay", "Mapping", "--mapping", "Topics", "--input", "Group", "--group",
+	"BatchSize", "--batch-size", "LockTimeout", "--lock-timeout", "IdleInTransactionTimeout", "--idle-in-transaction-timeout", "ShutdownTimeout", "--shutdown-timeout", "ReplayID", "--replay", "Replay", "--replay", "Mapping", "--mapping", "Topics", "--input", "Group", "--group",
 )
 
 // sinkErr speaks in flags, keeping what errors.Is needs for the exit code.
