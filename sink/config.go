@@ -113,6 +113,10 @@ type Config struct {
 	// it (testing only: it widens the window a crash test aims at).
 	CommitDelay time.Duration
 
+	// multiRowInsert writes PostgreSQL rows with multi-row INSERTs
+	// instead of COPY (the benchmark's baseline).
+	multiRowInsert bool
+
 	Logger  *slog.Logger
 	Metrics *Metrics
 	// OnEvent receives lifecycle events (started, assigned, revoked,

@@ -55,32 +55,45 @@ func (d *dialect) now() string {
 // stays an error and its record a dead letter; MySQL cannot name it, and
 // the sink refuses a MySQL table with another unique index (conflictTarget).
 func (d *dialect) insertSQL(table string, cols []string, keyCol string, n int, upsert, keyUnique bool) string {
-	var b strings.Builder
-	b.WriteString("INSERT INTO ")
-	b.WriteString(d.quote(table))
-	b.WriteString(" (")
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(d.quote(c))
-	}
-	b.WriteString(") VALUES ")
+	var v strings.Builder
+	v.WriteString("VALUES ")
 	p := 1
 	for r := range n {
 		if r > 0 {
-			b.WriteString(", ")
+			v.WriteString(", ")
 		}
-		b.WriteByte('(')
+		v.WriteByte('(')
 		for i := range cols {
 			if i > 0 {
-				b.WriteString(", ")
+				v.WriteString(", ")
 			}
-			b.WriteString(d.ph(p))
+			v.WriteString(d.ph(p))
 			p++
 		}
-		b.WriteByte(')')
+		v.WriteByte(')')
 	}
+	return d.insertFrom(table, cols, v.String(), keyCol, upsert, keyUnique)
+}
+
+// insertSelectSQL is insertSQL reading the rows from the staging table
+// stage, which has the same column names (the COPY path).
+func (d *dialect) insertSelectSQL(table, stage string, cols []string, keyCol string, upsert, keyUnique bool) string {
+	return d.insertFrom(table, cols, "SELECT "+d.columnList(cols)+" FROM "+d.quote(stage), keyCol, upsert, keyUnique)
+}
+
+func (d *dialect) columnList(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = d.quote(c)
+	}
+	return strings.Join(q, ", ")
+}
+
+// insertFrom is INSERT INTO table (cols) source, with the conflict clause
+// insertSQL describes.
+func (d *dialect) insertFrom(table string, cols []string, source, keyCol string, upsert, keyUnique bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "INSERT INTO %s (%s) %s", d.quote(table), d.columnList(cols), source)
 	k := d.quote(keyCol)
 	switch {
 	case !keyUnique:

@@ -27,6 +27,9 @@ type Sink struct {
 	// which the INSERT names as its conflict target (conflictTarget).
 	keyUnique bool
 	warn      deadWarn // the dead letters not warned about yet
+	// staged holds the PostgreSQL connections (*pgconn.PgConn) that
+	// have this sink's staging table (ensureStage).
+	staged sync.Map
 
 	mu sync.Mutex
 	// from holds, for every partition this process owns, the next offset

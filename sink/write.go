@@ -131,7 +131,25 @@ func (s *Sink) write(ctx context.Context, recs []*kgo.Record) error {
 // attempt runs one try of the batch's transaction.
 func (s *Sink) attempt(ctx context.Context, items []item, order []tp, from, next map[tp]int64, oneByOne bool) (outcome, error) {
 	var out outcome
-	tx, err := s.db.BeginTx(ctx, nil)
+	// The COPY path needs the transaction's own connection.
+	var conn *sql.Conn
+	if s.db.d.name == "postgres" && !s.cfg.multiRowInsert && !oneByOne && s.cfg.Mapping.Mode != ModeTransition {
+		var err error
+		if conn, err = s.db.Conn(ctx); err != nil {
+			return out, err
+		}
+		defer conn.Close()
+		if err := s.ensureStage(ctx, conn); err != nil {
+			return out, err
+		}
+	}
+	var tx *sql.Tx
+	var err error
+	if conn != nil {
+		tx, err = conn.BeginTx(ctx, nil)
+	} else {
+		tx, err = s.db.BeginTx(ctx, nil)
+	}
 	if err != nil {
 		return out, err
 	}
@@ -155,6 +173,8 @@ func (s *Sink) attempt(ctx context.Context, items []item, order []tp, from, next
 		err = s.transitions(ctx, tx, good, &out)
 	case oneByOne:
 		err = s.insertEach(ctx, tx, good, &out)
+	case conn != nil:
+		err = s.copyAll(ctx, conn, tx, good, &out)
 	default:
 		err = s.insertAll(ctx, tx, good, &out)
 	}

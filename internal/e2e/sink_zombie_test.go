@@ -169,4 +169,3 @@ func requireEachSeqOnce(t *testing.T, db *sink.DB, n int64) {
 		t.Fatalf("%d keys with more than one row, %d rows, %d distinct keys: want 0, %d, %d", dups, rows, distinct, n, n)
 	}
 }
-
