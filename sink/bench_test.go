@@ -41,7 +41,9 @@ func BenchmarkSinkRows(b *testing.B) {
 	}
 }
 
-func benchSink(b *testing.B, kind string, batch int, naive bool) { benchSinkWith(b, kind, batch, naive, nil) }
+func benchSink(b *testing.B, kind string, batch int, naive bool) {
+	benchSinkWith(b, kind, batch, naive, nil)
+}
 
 func benchSinkWith(b *testing.B, kind string, batch int, naive bool, tune func(*sink.Config)) {
 	bk, err := broker.Start(broker.Config{MinSessionTimeout: time.Second})

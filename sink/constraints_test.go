@@ -2,9 +2,11 @@ package sink_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -106,5 +108,44 @@ func TestACollisionOnAnotherUniqueIndexIsADeadLetterNeverAbsorbed(t *testing.T) 
 				}
 			})
 		}
+	}
+}
+
+// TestValuesArriveAsWritten: strings with tabs, newlines, backslashes,
+// quotes and non-ASCII letters, a null, large and negative numbers arrive
+// in the table exactly as the records held them (PostgreSQL's COPY text
+// format escapes them; MariaDB's INSERT binds them).
+func TestValuesArriveAsWritten(t *testing.T) {
+	users := []string{"a\tb", "c\nd\r", `e\f`, `g"h'i`, "ü€", `\N`, ""}
+	for _, kind := range dbtest.Kinds {
+		t.Run(dbtest.Name(kind), func(t *testing.T) {
+			k, dsn, db := setup(t, kind, "events")
+			var recs []string
+			for i, u := range users {
+				b, _ := json.Marshal(u)
+				recs = append(recs, fmt.Sprintf(`{"seq":%d,"user":%s,"amount":%d.25}`, i, b, -i*1000003))
+			}
+			recs = append(recs, fmt.Sprintf(`{"seq":%d,"user":"x","amount":null}`, len(users)))
+			produceValues(t, k, "in", recs)
+			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: mapping(t, eventsMapping, "events"), ClientOpts: k.opts()})
+			waitStored(t, db, "g", "in", int64(len(recs)), time.Minute)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			for i, u := range users {
+				var got string
+				var amount float64
+				if err := db.QueryRowContext(t.Context(), fmt.Sprintf("SELECT usr, amount FROM events WHERE seq = %d", i)).Scan(&got, &amount); err != nil {
+					t.Fatal(err)
+				}
+				want, _ := strconv.ParseFloat(fmt.Sprintf("%d.25", -i*1000003), 64)
+				if got != u || amount != want {
+					t.Errorf("seq %d: usr %q amount %v, want %q %v", i, got, amount, u, want)
+				}
+			}
+			if n := count(t, db, fmt.Sprintf("SELECT COUNT(*) FROM events WHERE seq = %d AND amount IS NULL", len(users))); n != 1 {
+				t.Errorf("the null amount: %d rows with amount NULL, want 1", n)
+			}
+		})
 	}
 }
