@@ -35,9 +35,11 @@ func BenchmarkSinkRows(b *testing.B) {
 	// BenchmarkSinkWritePath, which interleaves the two).
 	for _, batch := range []int{1000, 5000} {
 		b.Run(fmt.Sprintf("postgres/batch=%d/multi-row-insert", batch), func(b *testing.B) {
-			benchSinkWith(b, dbtest.Postgres, batch, false, sink.UseMultiRowInsert)
+			benchSinkWith(b, dbtest.Postgres, batch, false, func(c *sink.Config) { c.PostgresWritePath = "insert" })
 		})
-		b.Run(fmt.Sprintf("postgres/batch=%d/copy", batch), func(b *testing.B) { benchSink(b, dbtest.Postgres, batch, false) })
+		b.Run(fmt.Sprintf("postgres/batch=%d/copy", batch), func(b *testing.B) {
+			benchSinkWith(b, dbtest.Postgres, batch, false, func(c *sink.Config) { c.PostgresWritePath = "copy" })
+		})
 	}
 }
 

@@ -86,6 +86,13 @@ type Config struct {
 	StartTimeout time.Duration
 	// Retry bounds the retries of retriable database errors.
 	Retry Retry
+	// PostgresWritePath is how rows reach a PostgreSQL table: "copy"
+	// (COPY into a staging table, then INSERT ... SELECT ... ON CONFLICT
+	// (key), in the batch's transaction), "insert" (multi-row INSERTs),
+	// or "auto", the default: COPY for batches of at least 5,000
+	// records, where it measured faster (BENCHMARKS.md). The guarantees
+	// are the same. Other databases always use multi-row INSERTs.
+	PostgresWritePath string
 	// LockTimeout bounds how long one statement waits for a row lock
 	// (PostgreSQL lock_timeout, MySQL/MariaDB innodb_lock_wait_timeout,
 	// whole seconds): a statement blocked by another transaction (a
@@ -112,10 +119,6 @@ type Config struct {
 	// CommitDelay waits this long between writing a batch and committing
 	// it (testing only: it widens the window a crash test aims at).
 	CommitDelay time.Duration
-
-	// multiRowInsert writes PostgreSQL rows with multi-row INSERTs
-	// instead of COPY (the benchmark's baseline).
-	multiRowInsert bool
 
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -192,6 +195,13 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Retry.Max <= 0 {
 		c.Retry.Max = 5 * time.Second
+	}
+	switch c.PostgresWritePath {
+	case "":
+		c.PostgresWritePath = "auto"
+	case "auto", "copy", "insert":
+	default:
+		return eos.BadConfig("sink.Config", "PostgresWritePath %q: want auto, copy or insert", c.PostgresWritePath)
 	}
 	for _, d := range []struct {
 		name string

@@ -68,7 +68,7 @@ func TestACollisionOnAnotherUniqueIndexIsADeadLetterNeverAbsorbed(t *testing.T) 
 				logs := &syncBuffer{}
 				met := sink.NewMetrics("g")
 				cfg := sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: mapping(t, eventsMapping, "events"), ClientOpts: k.opts(),
-					Metrics: met, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+					PostgresWritePath: "copy", Metrics: met, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 				if kind == dbtest.MySQL && keyed {
 					s, err := sink.New(t.Context(), cfg)
 					if err == nil {
@@ -127,7 +127,7 @@ func TestValuesArriveAsWritten(t *testing.T) {
 			}
 			recs = append(recs, fmt.Sprintf(`{"seq":%d,"user":"x","amount":null}`, len(users)))
 			produceValues(t, k, "in", recs)
-			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: mapping(t, eventsMapping, "events"), ClientOpts: k.opts()})
+			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: mapping(t, eventsMapping, "events"), ClientOpts: k.opts(), PostgresWritePath: "copy"})
 			waitStored(t, db, "g", "in", int64(len(recs)), time.Minute)
 			if err := stop(); err != nil {
 				t.Fatal(err)

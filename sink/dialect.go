@@ -145,7 +145,21 @@ func (d *dialect) insertFrom(table string, cols []string, source, keyCol string,
 // offsetsDDL creates the offsets table. kafka_partition, not partition:
 // PARTITION is a reserved word in MySQL.
 func (d *dialect) offsetsDDL(table string) string {
-	text, ts := "TEXT", "TIMESTAMP(6)"
+	text, ts := d.textAndTimestamp()
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	consumer_group %s NOT NULL,
+	topic %s NOT NULL,
+	kafka_partition INTEGER NOT NULL,
+	next_offset BIGINT NOT NULL,
+	updated_at %s NOT NULL DEFAULT %s,
+	PRIMARY KEY (consumer_group, topic, kafka_partition))`, d.quote(table), text, text, ts, d.now())
+}
+
+// textAndTimestamp are the column types of the sink's own tables: a key
+// string (VARCHAR(255) in MySQL, whose keys cannot be TEXT) and a
+// timestamp.
+func (d *dialect) textAndTimestamp() (text, ts string) {
+	text, ts = "TEXT", "TIMESTAMP(6)"
 	switch d.name {
 	case "mysql":
 		text = "VARCHAR(255)"
@@ -154,11 +168,5 @@ func (d *dialect) offsetsDDL(table string) string {
 	case "sqlite":
 		ts = "TIMESTAMP"
 	}
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
-	consumer_group %s NOT NULL,
-	topic %s NOT NULL,
-	kafka_partition INTEGER NOT NULL,
-	next_offset BIGINT NOT NULL,
-	updated_at %s NOT NULL DEFAULT %s,
-	PRIMARY KEY (consumer_group, topic, kafka_partition))`, d.quote(table), text, text, ts, d.now())
+	return text, ts
 }

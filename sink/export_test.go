@@ -6,10 +6,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// UseMultiRowInsert makes a sink write PostgreSQL rows with the multi-row
-// INSERT it used before COPY, for the benchmark that compares the two.
-func UseMultiRowInsert(c *Config) { c.multiRowInsert = true }
-
 // Writer is the sink's write stage alone, without Kafka: what the write
 // path benchmark measures.
 type Writer struct{ s *Sink }
@@ -19,20 +15,12 @@ type Writer struct{ s *Sink }
 // of topic, from the offsets stored in the database.
 func NewWriter(ctx context.Context, cfg Config, topic string, partitions int32) (*Writer, error) {
 	cfg.NoKafkaCommit = true
-	if err := cfg.setDefaults(); err != nil {
-		return nil, err
-	}
-	db, err := open(cfg.DSN, &timeouts{lock: cfg.LockTimeout, idle: cfg.IdleInTransactionTimeout})
+	s, err := openDB(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, db: db, from: map[tp]int64{}}
-	s.cols = append([]string{cfg.Mapping.KeyColumn}, columnNames(cfg.Mapping)...)
-	if err := s.prepare(ctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	stored, err := StoredOffsets(ctx, db, cfg.OffsetsTable, cfg.Group)
+	db := s.db
+	stored, err := StoredOffsets(ctx, db, s.cfg.OffsetsTable, s.cfg.Group)
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -13,15 +13,7 @@ const replaysSuffix = "_replays"
 // replaysDDL creates the table of the replays done, one row per group and
 // replay id, beside the offsets table (whose columns it leaves alone).
 func (d *dialect) replaysDDL(table string) string {
-	text, ts := "TEXT", "TIMESTAMP(6)"
-	switch d.name {
-	case "mysql":
-		text = "VARCHAR(255)"
-	case "postgres":
-		ts = "TIMESTAMPTZ"
-	case "sqlite":
-		ts = "TIMESTAMP"
-	}
+	text, ts := d.textAndTimestamp()
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	consumer_group %s NOT NULL,
 	replay_id %s NOT NULL,

@@ -47,22 +47,12 @@ type Sink struct {
 // Config.Replay it deletes the group's stored offsets, once per
 // Config.ReplayID.
 func New(ctx context.Context, cfg Config) (*Sink, error) {
-	if err := cfg.setDefaults(); err != nil {
-		return nil, err
-	}
-	if err := cfg.Mapping.Validate(); err != nil {
-		return nil, eos.BadConfig("sink.Config", "Mapping: %w", err)
-	}
-	db, err := open(cfg.DSN, &timeouts{lock: cfg.LockTimeout, idle: cfg.IdleInTransactionTimeout})
+	s, err := openDB(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, db: db, from: map[tp]int64{}}
-	s.cols = append([]string{cfg.Mapping.KeyColumn}, columnNames(cfg.Mapping)...)
-	if err := s.prepare(ctx); err != nil {
-		db.Close()
-		return nil, err
-	}
+	db := s.db
+	cfg = s.cfg
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
@@ -91,6 +81,28 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	if err := s.ensureDLQ(ctx); err != nil {
 		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openDB is New's database half: the configuration checked, the database
+// opened and prepared; no Kafka client yet.
+func openDB(ctx context.Context, cfg Config) (*Sink, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Mapping.Validate(); err != nil {
+		return nil, eos.BadConfig("sink.Config", "Mapping: %w", err)
+	}
+	db, err := open(cfg.DSN, &timeouts{lock: cfg.LockTimeout, idle: cfg.IdleInTransactionTimeout})
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{cfg: cfg, db: db, from: map[tp]int64{}}
+	s.cols = append([]string{cfg.Mapping.KeyColumn}, columnNames(cfg.Mapping)...)
+	if err := s.prepare(ctx); err != nil {
+		db.Close()
 		return nil, err
 	}
 	return s, nil

@@ -24,7 +24,7 @@ func TestRowsAndOffsetsCommitTogether(t *testing.T) {
 			const n = 5000
 			k.produce(t, "in", n, 3)
 			m := mapping(t, eventsMapping, "events")
-			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(), BatchSize: 300})
+			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(), BatchSize: 300, PostgresWritePath: "copy"})
 			waitStored(t, db, "g", "in", n, time.Minute)
 			if err := stop(); err != nil {
 				t.Fatal(err)
@@ -33,7 +33,7 @@ func TestRowsAndOffsetsCommitTogether(t *testing.T) {
 			requireOffsetsAtEnd(t, k, db, "g", "in")
 
 			met := sink.NewMetrics("g")
-			stop = runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(), Replay: true, Metrics: met})
+			stop = runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(), Replay: true, Metrics: met, PostgresWritePath: "copy"})
 			waitStored(t, db, "g", "in", n, time.Minute)
 			if err := stop(); err != nil {
 				t.Fatal(err)
@@ -66,7 +66,7 @@ func TestBadRowsGoToTheDeadLetterTopic(t *testing.T) {
 				}
 			}
 			produceValues(t, k, "in", recs)
-			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: mapping(t, eventsMapping, "events"), ClientOpts: k.opts()})
+			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: mapping(t, eventsMapping, "events"), ClientOpts: k.opts(), PostgresWritePath: "copy"})
 			waitStored(t, db, "g", "in", 20, time.Minute)
 			if err := stop(); err != nil {
 				t.Fatal(err)

@@ -133,7 +133,7 @@ func (s *Sink) attempt(ctx context.Context, items []item, order []tp, from, next
 	var out outcome
 	// The COPY path needs the transaction's own connection.
 	var conn *sql.Conn
-	if s.db.d.name == "postgres" && !s.cfg.multiRowInsert && !oneByOne && s.cfg.Mapping.Mode != ModeTransition {
+	if s.useCopy(len(items), oneByOne) {
 		var err error
 		if conn, err = s.db.Conn(ctx); err != nil {
 			return out, err

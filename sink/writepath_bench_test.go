@@ -76,7 +76,9 @@ func writePaths(b *testing.B, kind string, batch, rounds int, paths []string) {
 			}
 			cfg := sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m}
 			if path == "multi-row-insert" {
-				sink.UseMultiRowInsert(&cfg)
+				cfg.PostgresWritePath = "insert"
+			} else {
+				cfg.PostgresWritePath = "copy"
 			}
 			w, err := sink.NewWriter(b.Context(), cfg, "in", 4)
 			if err != nil {

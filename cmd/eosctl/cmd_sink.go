@@ -146,6 +146,7 @@ or Kafka refused the credentials or privileges.`,
 	f.IntVar(&cfg.Retry.Attempts, "retry-attempts", 10, "tries of one batch on retriable database errors before exiting 1")
 	f.DurationVar(&cfg.Retry.Base, "retry-base", 100*time.Millisecond, "first retry backoff (doubles each try, with jitter)")
 	f.DurationVar(&cfg.Retry.Max, "retry-max", 5*time.Second, "longest retry backoff")
+	f.StringVar(&cfg.PostgresWritePath, "pg-write-path", "auto", "how rows reach PostgreSQL: copy (COPY into a staging table, then INSERT ... SELECT ... ON CONFLICT), insert (multi-row INSERTs), or auto (COPY for batches of 5000 or more); same guarantees")
 	f.DurationVar(&cfg.LockTimeout, "lock-timeout", 10*time.Second, "longest wait of one statement for a row lock (PostgreSQL lock_timeout, MySQL innodb_lock_wait_timeout); the batch is then rolled back and retried, so a stuck transaction cannot stall the sink")
 	f.DurationVar(&cfg.IdleInTransactionTimeout, "idle-in-transaction-timeout", 30*time.Second, "the database ends a session idle inside a transaction this long (PostgreSQL idle_in_transaction_session_timeout, MariaDB idle_transaction_timeout): a paused sink process loses its transaction and its locks, and the live one goes on")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long the batch in flight may take to commit before it is rolled back")
@@ -176,7 +177,7 @@ or Kafka refused the credentials or privileges.`,
 // use, to this command's flags.
 var sinkTerms = strings.NewReplacer(
 	"DSN", "--to", "OffsetsTable", "--offsets-table", "SessionTimeout", "--session-timeout",
-	"BatchSize", "--batch-size", "LockTimeout", "--lock-timeout", "IdleInTransactionTimeout", "--idle-in-transaction-timeout", "ShutdownTimeout", "--shutdown-timeout", "ReplayID", "--replay", "Replay", "--replay", "Mapping", "--mapping", "Topics", "--input", "Group", "--group",
+	"BatchSize", "--batch-size", "PostgresWritePath", "--pg-write-path", "LockTimeout", "--lock-timeout", "IdleInTransactionTimeout", "--idle-in-transaction-timeout", "ShutdownTimeout", "--shutdown-timeout", "ReplayID", "--replay", "Replay", "--replay", "Mapping", "--mapping", "Topics", "--input", "Group", "--group",
 )
 
 // sinkErr speaks in flags, keeping what errors.Is needs for the exit code.

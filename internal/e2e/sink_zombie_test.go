@@ -43,17 +43,11 @@ func sinkZombie(t *testing.T, kind string) {
 	e := newEnv(t, broker.Config{})
 	dsn := dbtest.Fresh(t, kind)
 	db := dbtest.Open(t, dsn)
-	text := "TEXT"
-	if kind == dbtest.MySQL {
-		text = "VARCHAR(64)"
-	}
-	if _, err := db.ExecContext(t.Context(), "CREATE TABLE events (seq BIGINT NOT NULL, usr "+text+" NOT NULL, amount DOUBLE PRECISION)"); err != nil {
-		t.Fatal(err)
-	}
+	keylessEvents(t, db, kind)
 	mapping := writer(t)("events.yaml", sinkMapping)
 	e.produce(topic, n, partitions, 0)
 	opts := []string{"--lock-timeout", "1s", "--idle-in-transaction-timeout", "4s", "--shutdown-timeout", shutdown.String(),
-		"--retry-attempts", "1000", "--retry-max", "500ms", "--batch-size", "200", "--kafka-commit=false"}
+		"--retry-attempts", "1000", "--retry-max", "500ms", "--batch-size", "200", "--kafka-commit=false", "--pg-write-path", "copy"}
 
 	a := e.sinkProc(0, dsn, mapping, group, topic, append(opts, "--test-commit-delay", "1s")...)
 	deadline := time.Now().Add(time.Minute)
@@ -147,6 +141,19 @@ func sinkZombie(t *testing.T, kind string) {
 		t.Fatalf("sink C exited %d after SIGTERM, want 0", code)
 	}
 	requireEachSeqOnce(t, db, n+more)
+}
+
+// keylessEvents creates the table events WITHOUT a unique key: a record
+// written twice would be two rows.
+func keylessEvents(t *testing.T, db *sink.DB, kind string) {
+	t.Helper()
+	text := "TEXT"
+	if kind == dbtest.MySQL {
+		text = "VARCHAR(64)"
+	}
+	if _, err := db.ExecContext(t.Context(), "CREATE TABLE events (seq BIGINT NOT NULL, usr "+text+" NOT NULL, amount DOUBLE PRECISION)"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // stored is group's stored offsets of topic, by partition.
