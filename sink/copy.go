@@ -66,12 +66,12 @@ func (s *Sink) copyAll(ctx context.Context, conn *sql.Conn, tx *sql.Tx, good []*
 }
 
 // copyMinRows is the smallest batch written by COPY. Measured on the
-// 2-core machine of BENCHMARKS.md (PostgreSQL 15, fsync on, under load
-// from other work), COPY with its staging table and INSERT ... SELECT was
-// slower than one multi-row INSERT at 1,000 rows a batch (median 45,504
-// against 72,433 rows/s) and level at 5,000 (56,026 against 52,004): its
-// extra statement and the staging table's truncation at commit cost more
-// than binding the parameters saves, until batches are large.
+// 2-core machine of BENCHMARKS.md (PostgreSQL 15, fsync on), COPY with its
+// staging table and INSERT ... SELECT was slower than one multi-row INSERT
+// at 1,000 rows a batch (write stage, medians: 71,131 against 76,826
+// rows/s) and faster at 5,000 (95,460 against 88,299): its extra statement
+// and the staging table's truncation at commit cost more than binding the
+// parameters saves, until batches are large.
 const copyMinRows = 5000
 
 // useCopy says whether a batch of n records goes by COPY.
