@@ -86,7 +86,14 @@ or Kafka refused the credentials or privileges.`,
   EOSCTL_SINK_DSN='mysql://app:secret@127.0.0.1:3306/shop' eosctl sink \
     --mapping payments.yaml --group payments-sink --input payments --batch-size 1000
   eosctl sink --to "$DSN" --mapping payments.yaml --group payments-sink --input payments --replay=2026-12-04`,
-		Args: cobra.NoArgs,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				// --replay takes its optional id with "=": "--replay 2"
+				// leaves "2" as an argument.
+				return usage(fmt.Errorf("unexpected argument %q (a replay id goes with =: --replay=ID)", args[0]))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if cfg.Mapping, err = sink.LoadMapping(mappingFile); err != nil {

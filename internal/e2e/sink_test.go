@@ -237,18 +237,20 @@ func TestSinkBadInputExitsWithADocumentedCode(t *testing.T) {
 				name, dsn, mapping string
 				code               int
 				says               string
+				extra              []string
 			}{
-				{"bad DSN", strings.Replace(dsn, "://", ":/", 1), good, 2, "--to"},
-				{"unknown scheme", "oracle://u:p@127.0.0.1/db", good, 2, "--to scheme"},
-				{"missing table", dsn, write("t.yaml", strings.Replace(sinkMapping, "table: events", "table: nope", 1)), 2, "nope"},
-				{"missing column", dsn, write("c.yaml", sinkMapping+"  nocol: amount\n"), 2, "nocol"},
-				{"bad mapping", dsn, write("m.yaml", sinkMapping+"  x: amount +\n"), 2, "columns.x"},
-				{"wrong password", dbtest.WithPassword(dsn, "wrong"), good, 4, "authentication"},
+				{"bad DSN", strings.Replace(dsn, "://", ":/", 1), good, 2, "--to", nil},
+				{"unknown scheme", "oracle://u:p@127.0.0.1/db", good, 2, "--to scheme", nil},
+				{"missing table", dsn, write("t.yaml", strings.Replace(sinkMapping, "table: events", "table: nope", 1)), 2, "nope", nil},
+				{"missing column", dsn, write("c.yaml", sinkMapping+"  nocol: amount\n"), 2, "nocol", nil},
+				{"bad mapping", dsn, write("m.yaml", sinkMapping+"  x: amount +\n"), 2, "columns.x", nil},
+				{"wrong password", dbtest.WithPassword(dsn, "wrong"), good, 4, "authentication", nil},
+				{"replay id without =", dsn, good, 2, "--replay=ID", []string{"--replay", "2"}},
 			}
 			for _, c := range cases {
 				var stderr strings.Builder
-				p, err := supervise.Start(e.ctx, supervise.Config{Name: c.name, Bin: eosctl, Stderr: &stderr, Args: []string{"sink",
-					"--brokers", e.b.Addrs()[0], "--to", c.dsn, "--mapping", c.mapping, "--group", "g", "--input", "bad-in", "--retry-attempts", "2"}})
+				p, err := supervise.Start(e.ctx, supervise.Config{Name: c.name, Bin: eosctl, Stderr: &stderr, Args: append([]string{"sink",
+					"--brokers", e.b.Addrs()[0], "--to", c.dsn, "--mapping", c.mapping, "--group", "g", "--input", "bad-in", "--retry-attempts", "2"}, c.extra...)})
 				if err != nil {
 					t.Fatal(err)
 				}
