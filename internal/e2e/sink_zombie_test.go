@@ -9,6 +9,7 @@ import (
 
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/internal/dbtest"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/sink"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -26,6 +27,7 @@ import (
 // (Before: B moved 0 offsets, waiting for ever on A's locks, and SIGTERM
 // could not stop it.)
 func TestALiveSinkProgressesWhileAZombieIsPausedInItsTransaction(t *testing.T) {
+	testenv.Long(t) // about 30s: two database kinds, a session timeout and an idle-transaction timeout each
 	for _, kind := range dbtest.Kinds {
 		t.Run(dbtest.Name(kind), func(t *testing.T) { sinkZombie(t, kind) })
 	}
