@@ -12,7 +12,7 @@ build: ## build bin/eosctl
 
 # The packages whose tests run again against Apache Kafka (EOS_TEST_BROKER=kafka):
 # every test there that talks to a broker gets the real one.
-KAFKA_PKGS ?= ./internal/e2e ./internal/chaos ./internal/committed ./inspect ./metrics ./topologies
+KAFKA_PKGS ?= ./cmd/eosctl/internal/e2e ./cmd/eosctl/internal/chaos ./internal/committed ./inspect ./metrics ./topologies
 
 test: test-embedded test-kafka ## every test: the suite on the embedded broker, then again on Apache Kafka 4.4 (the README's test command)
 
@@ -21,7 +21,7 @@ test-embedded: ## every test against the embedded broker (and the Kafka launcher
 
 test-kafka: ## the broker-facing tests against a 3-node Apache Kafka 4.4 cluster each package starts (Java 17+, Maven)
 	EOS_TEST_BROKER=kafka $(GO) test -p 1 -count=1 -timeout 75m $(KAFKA_PKGS)
-	EOS_TEST_BROKER=kafka $(GO) test -count=1 -timeout 20m -run 'KStreams' ./bench
+	EOS_TEST_BROKER=kafka $(GO) test -count=1 -timeout 20m -run 'KStreams' ./cmd/eosctl/internal/bench
 
 test-short: ## the inner loop, about 80s on 2 cores: skips the long tests (kill loops, demos, most chaos rows) and Apache Kafka
 	$(GO) test -short ./...

@@ -50,3 +50,38 @@ var ErrConfig = errors.New("invalid configuration")
 
 // Is reports whether target is ErrConfig.
 func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+
+// The library's error vocabulary. Every package wraps the one that applies
+// with %w (or returns an error type whose Is reports it), so a program
+// decides what to do with errors.Is alone, whatever package the error came
+// from, and without importing franz-go's error codes:
+//
+//   - ErrConfig: a setting is wrong (see ConfigError); fix it, do not retry.
+//   - ErrNoTopic: a topic or partition does not exist.
+//   - ErrUnreachable: no broker answered within the timeout; retrying later
+//     may work. The message names the likely cause (wrong port, TLS against
+//     plaintext, SASL mismatch).
+//   - ErrFenced: another incarnation took over this worker's transactional.id
+//     (or group.instance.id). Stop and never retry with the same identity:
+//     the other one is now the live instance.
+//   - ErrAuth: Kafka or a database refused authentication or authorization;
+//     the message names what an ACL or a credential must grant.
+var (
+	ErrUnreachable = errors.New("brokers unreachable")
+	ErrFenced      = errors.New("fenced by another instance")
+	ErrAuth        = errors.New("authentication or authorization refused")
+)
+
+// Sentinel returns an error that reads msg and matches is with errors.Is:
+// for a package's own sentinel that is one case of the shared vocabulary
+// (fencing.ErrInvalidName is an ErrConfig), without putting the shared
+// word into every message.
+func Sentinel(msg string, is error) error { return &sentinel{msg, is} }
+
+type sentinel struct {
+	msg string
+	is  error
+}
+
+func (s *sentinel) Error() string        { return s.msg }
+func (s *sentinel) Is(target error) bool { return target == s.is }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/eosctl/eos"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -67,3 +68,6 @@ func (e *FencedError) Error() string {
 
 // Unwrap returns the Kafka error that revealed the fencing.
 func (e *FencedError) Unwrap() error { return e.Err }
+
+// Is reports whether target is eos.ErrFenced, the library's word for this.
+func (e *FencedError) Is(target error) bool { return target == eos.ErrFenced }

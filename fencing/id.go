@@ -20,16 +20,18 @@
 package fencing
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/eosctl/eos"
 )
 
 // MaxNameLen is the longest name Kafka accepts for a topic, and the bound eos
 // applies to group ids and transactional ids so they can be used anywhere.
 const MaxNameLen = 249
 
-// ErrInvalidName is wrapped by every validation error from this package.
-var ErrInvalidName = errors.New("invalid name")
+// ErrInvalidName is wrapped by every validation error from this package;
+// it matches eos.ErrConfig too.
+var ErrInvalidName = eos.Sentinel("invalid name", eos.ErrConfig)
 
 // ValidateName checks that s is a legal Kafka resource name: 1 to 249 bytes
 // of ASCII letters, digits, '.', '_' and '-', and not "." or "..". what names
@@ -70,9 +72,15 @@ func TransactionalID(app, instance string) (string, error) {
 	if err := ValidateName("instance id", instance); err != nil {
 		return "", err
 	}
-	id := app + "-" + instance
+	id := ID(app, instance)
 	if len(id) > MaxNameLen {
 		return "", fmt.Errorf("transactional.id %q (from the app name and the instance id) is %d bytes long, more than %d: %w", id, len(id), MaxNameLen, ErrInvalidName)
 	}
 	return id, nil
 }
+
+// ID is the transactional.id of instance of app, unvalidated: the one place
+// that knows its shape, "APP-INSTANCE", for labels and log lines about
+// workers whose names TransactionalID has already accepted. Use
+// TransactionalID for a name that came from a user.
+func ID(app, instance string) string { return app + "-" + instance }

@@ -13,16 +13,17 @@ import (
 // claim takes key for owner: an atomic INSERT of an in-progress record
 // into today's partition, under the per-key lock that makes it atomic with
 // the look-up of the key in earlier partitions. It returns the day of the
-// claimed record, or the prior record to answer with.
-func (s *Store) claim(ctx context.Context, bizType, key, owner string) (string, *record, error) {
-	now := s.cfg.Now().UTC()
-	today := dayOf(now)
+// claimed record (and whether it took over a stale claim), or the prior
+// record to answer with. Every time it writes or compares is the
+// database's (dialect.now), never the host's.
+func (s *Store) claim(ctx context.Context, bizType, key, owner string) (string, bool, *record, error) {
+	today := dayOf(s.cfg.Now())
 	if err := s.ensure(ctx, today); err != nil {
-		return "", nil, err
+		return "", false, nil, err
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return "", nil, err
+		return "", false, nil, err
 	}
 	defer conn.Close()
 	if s.d == mysql {
@@ -30,43 +31,43 @@ func (s *Store) claim(ctx context.Context, bizType, key, owner string) (string, 
 		// snapshot is taken.
 		unlock, err := s.lockMySQL(ctx, conn, key)
 		if err != nil {
-			return "", nil, err
+			return "", false, nil, err
 		}
 		defer unlock()
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return "", nil, err
+		return "", false, nil, err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	if s.d == postgres {
 		if err := s.lockPostgres(ctx, tx, key); err != nil {
-			return "", nil, err
+			return "", false, nil, err
 		}
 	}
 
 	d, t := s.d, s.d.quote(s.cfg.Table)
 	insert := fmt.Sprintf("INSERT INTO %s (idem_key, day, biz_type, state, owner, claimed_at) VALUES (%s, %s, %s, '%s', %s, %s)",
-		t, d.ph(1), d.ph(2), d.ph(3), inProgress, d.ph(4), d.ph(5))
+		t, d.ph(1), d.ph(2), d.ph(3), inProgress, d.ph(4), d.now())
 	if d == postgres {
 		insert += " ON CONFLICT DO NOTHING"
 	} else {
 		insert += " ON DUPLICATE KEY UPDATE idem_key = idem_key"
 	}
-	res, err := tx.ExecContext(ctx, insert, key, today, bizType, owner, now)
+	res, err := tx.ExecContext(ctx, insert, key, today, bizType, owner)
 	if err != nil {
-		return "", nil, fmt.Errorf("idempotency: claiming %q: %w", key, err)
+		return "", false, nil, fmt.Errorf("idempotency: claiming %q: %w", key, err)
 	}
 	inserted, err := res.RowsAffected()
 	if err != nil {
-		return "", nil, err
+		return "", false, nil, err
 	}
 	// The oldest record of the key other than the one just inserted.
 	// (The day as text and the age as a comparison: the MySQL driver
 	// scans dates only with parseTime, which the caller's DSN may lack.)
 	q := fmt.Sprintf("SELECT CAST(day AS CHAR(10)), biz_type, state, owner, claimed_at < %s, result, error FROM %s WHERE idem_key = %s",
-		d.ph(1), t, d.ph(2))
-	args := []any{now.Add(-s.cfg.StaleAfter), key}
+		d.ago(d.ph(1)), t, d.ph(2))
+	args := []any{s.cfg.StaleAfter.Microseconds(), key}
 	if inserted == 1 {
 		q += " AND day <> " + d.ph(3)
 		args = append(args, today)
@@ -77,35 +78,35 @@ func (s *Store) claim(ctx context.Context, bizType, key, owner string) (string, 
 	switch {
 	case errors.Is(err, sql.ErrNoRows) && inserted == 1:
 		if err := tx.Commit(); err != nil {
-			return "", nil, err
+			return "", false, nil, err
 		}
-		return today, nil, nil // ours
+		return today, false, nil, nil // ours
 	case err != nil:
-		return "", nil, fmt.Errorf("idempotency: reading the record of %q: %w", key, err)
+		return "", false, nil, fmt.Errorf("idempotency: reading the record of %q: %w", key, err)
 	}
 	// The key has a record: ours, if just inserted, is not needed.
 	if err := tx.Rollback(); err != nil {
-		return "", nil, err
+		return "", false, nil, err
 	}
 	switch {
 	case r.bizType != bizType:
-		return "", nil, &BizTypeError{Key: key, BizType: bizType, RecordedAs: r.bizType}
+		return "", false, nil, &BizTypeError{Key: key, BizType: bizType, RecordedAs: r.bizType}
 	case r.state != inProgress:
-		return "", &r, nil
+		return "", false, &r, nil
 	case !r.stale:
-		return "", nil, ErrInProgress
+		return "", false, nil, ErrInProgress
 	}
 	// Stale: take it over, compare-and-set on the owner, so that of two
 	// callers taking over at once one wins.
 	res, err = conn.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET owner = %s, claimed_at = %s WHERE idem_key = %s AND day = %s AND owner = %s AND state = '%s'",
-		t, d.ph(1), d.ph(2), d.ph(3), d.ph(4), d.ph(5), inProgress), owner, now, key, r.day, r.owner)
+		t, d.ph(1), d.now(), d.ph(2), d.ph(3), d.ph(4), inProgress), owner, key, r.day, r.owner)
 	if err != nil {
-		return "", nil, fmt.Errorf("idempotency: taking over %q: %w", key, err)
+		return "", false, nil, fmt.Errorf("idempotency: taking over %q: %w", key, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return "", nil, ErrInProgress
+		return "", false, nil, ErrInProgress
 	}
-	return r.day, nil, nil
+	return r.day, true, nil, nil
 }
 
 // lockKey names key's claim lock: a hash, so any key fits.

@@ -29,11 +29,33 @@ func dialectOf(db *sql.DB) (*dialect, error) {
 	return nil, fmt.Errorf("idempotency: driver %s: want PostgreSQL (pgx) or MySQL (go-sql-driver/mysql)", t)
 }
 
+// quote quotes an identifier, doubling the quote character inside it.
+// (Config.Table is also refused unless it is a plain identifier.)
 func (d *dialect) quote(id string) string {
 	if d == mysql {
-		return "`" + id + "`"
+		return "`" + strings.ReplaceAll(id, "`", "``") + "`"
 	}
-	return `"` + id + `"`
+	return `"` + strings.ReplaceAll(id, `"`, `""`) + `"`
+}
+
+// now is the database's clock, in UTC for MySQL's DATETIME columns: a
+// claim's age is judged by it, never by the application host's clock,
+// which may be skewed (one host's clock ahead would take over claims
+// that are still running, one behind would write claims that others
+// take over at once).
+func (d *dialect) now() string {
+	if d == mysql {
+		return "UTC_TIMESTAMP(6)"
+	}
+	return "now()"
+}
+
+// ago is the database's clock minus the placeholder ph, in microseconds.
+func (d *dialect) ago(ph string) string {
+	if d == mysql {
+		return "UTC_TIMESTAMP(6) - INTERVAL " + ph + " MICROSECOND"
+	}
+	return "now() - " + ph + "::bigint * interval '1 microsecond'"
 }
 
 func (d *dialect) ph(i int) string {

@@ -20,14 +20,36 @@
 // record's result.
 //
 // A claim whose holder crashed stays "in progress" (its handler's writes
-// rolled back with its transaction). After Config.StaleAfter a caller takes
-// it over with a compare-and-set on the record's owner, and runs the
+// rolled back with its transaction). After Config.StaleAfter (by the
+// database's clock) a caller takes it over with a compare-and-set on the record's owner, and runs the
 // handler; should the old holder wake up, its final UPDATE finds another
 // owner and its transaction rolls back (ErrTakenOver). So one handler
 // transaction commits per key, whatever crashes.
 //
 // A handler error that is not Final rolls the work back and deletes the
 // claim, so the key can be tried again.
+//
+// # What it guarantees, and what it does not
+//
+// What commits through tx commits at most once per key (within the
+// retention), together with the stored result: that is the guarantee.
+// The handler itself can RUN more than once for a key: after a crash (or a
+// stall longer than StaleAfter) between the claim and the commit, the next
+// caller takes the claim over once it is stale and runs the handler again.
+// An external effect — charge a card, call an API, send a mail — is not
+// in tx and is not undone, so it happens again unless the external call
+// itself takes the key: pass the key to the external system (an
+// Idempotency-Key header, a client reference it deduplicates on) so that
+// it absorbs the second call. AttemptOf(ctx) gives the handler the key and
+// tells it when its run follows a takeover (see the externalCall example).
+// An external system that cannot deduplicate on a key cannot be made
+// exactly-once by this package.
+//
+// A claim's age is judged by the database's clock (now() in PostgreSQL,
+// UTC_TIMESTAMP() in MySQL), which writes claimed_at too: application
+// hosts with skewed clocks neither take over a claim that is still
+// running nor write claims that look stale at once. Config.Now only
+// picks a record's daily partition and the retention cut-off.
 //
 // # Retention
 //

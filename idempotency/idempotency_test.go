@@ -26,8 +26,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// crash claims key "k", writes the handler's effect, and SIGKILLs itself
-// before the commit.
+// crash claims key "k", writes the handler's effect (with
+// EOS_IDEM_CRASH_API, after calling that payment API with the key), and
+// SIGKILLs itself before the commit.
 func crash(dsn string) {
 	db := open(dsn)
 	s, err := idempotency.Open(context.Background(), db, idempotency.Config{})
@@ -35,7 +36,11 @@ func crash(dsn string) {
 		panic(err)
 	}
 	_, _ = s.Do(context.Background(), "payment", "k", func(ctx context.Context, tx *sql.Tx) ([]byte, error) {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO effects (k) VALUES ('k')"); err != nil {
+		if api := os.Getenv("EOS_IDEM_CRASH_API"); api != "" {
+			if _, err := charge(ctx, tx, api); err != nil {
+				panic(err)
+			}
+		} else if _, err := tx.ExecContext(ctx, "INSERT INTO effects (k) VALUES ('k')"); err != nil {
 			panic(err)
 		}
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -56,7 +61,6 @@ func open(dsn string) *sql.DB {
 type clock struct{ off atomic.Int64 }
 
 func (c *clock) now() time.Time           { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *clock) add(d time.Duration)      { c.off.Add(int64(d)) }
 func (c *clock) set(t time.Time)          { c.off.Store(int64(time.Until(t))) }
 func effect(k string) idempotency.Handler { return effectValue(k, "v-"+k) }
 
@@ -80,6 +84,15 @@ func setup(t *testing.T, kind string) (*sql.DB, string) {
 		t.Fatal(err)
 	}
 	return db.DB, dsn
+}
+
+// age moves every claim back minutes by the database's clock, which is the
+// clock a claim's expiry is judged by.
+func age(t *testing.T, db *sql.DB, minutes int) {
+	t.Helper()
+	if _, err := db.ExecContext(t.Context(), fmt.Sprintf("UPDATE eos_idempotency SET claimed_at = claimed_at - INTERVAL '%d' MINUTE", minutes)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func effects(t *testing.T, db *sql.DB, k string) int {
@@ -159,15 +172,14 @@ func TestCrashBetweenClaimAndCommitLeavesNothingBehind(t *testing.T) {
 		if n := effects(t, db, "k"); n != 0 {
 			t.Fatalf("%d effects of the crashed handler committed, want 0", n)
 		}
-		var c clock
-		s, err := idempotency.Open(t.Context(), db, idempotency.Config{StaleAfter: time.Minute, Now: c.now})
+		s, err := idempotency.Open(t.Context(), db, idempotency.Config{StaleAfter: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Do(t.Context(), "payment", "k", effect("k")); !errors.Is(err, idempotency.ErrInProgress) {
 			t.Fatalf("Do of the crashed key before it is stale: %v, want ErrInProgress", err)
 		}
-		c.add(2 * time.Minute)
+		age(t, db, 2)
 		for range 2 {
 			if v, err := s.Do(t.Context(), "payment", "k", effect("k")); err != nil || string(v) != "v-k" {
 				t.Fatalf("Do after the claim went stale: %q, %v", v, err)
@@ -186,8 +198,7 @@ func TestCrashBetweenClaimAndCommitLeavesNothingBehind(t *testing.T) {
 func TestStaleTakeoverFencesTheOldHolder(t *testing.T) {
 	each(t, func(t *testing.T, kind string) {
 		db, _ := setup(t, kind)
-		var c clock
-		s, err := idempotency.Open(t.Context(), db, idempotency.Config{StaleAfter: time.Minute, Now: c.now})
+		s, err := idempotency.Open(t.Context(), db, idempotency.Config{StaleAfter: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +213,7 @@ func TestStaleTakeoverFencesTheOldHolder(t *testing.T) {
 			old <- err
 		}()
 		<-started
-		c.add(2 * time.Minute)
+		age(t, db, 2)
 		v, err := s.Do(t.Context(), "payment", "k", effectValue("k", "new"))
 		if err != nil || string(v) != "new" {
 			t.Fatalf("takeover: %q, %v", v, err)

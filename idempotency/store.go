@@ -51,22 +51,57 @@ func Final(err error) error { return &FinalError{Msg: err.Error()} }
 
 // Handler does the work of one key in tx, which also stores its result:
 // whatever it writes through tx commits together with the record.
+//
+// Only tx is undone by a crash. A handler can run more than once for a key:
+// when its process dies (or stalls longer than Config.StaleAfter) between
+// the claim and the commit, another caller takes the claim over once it
+// is stale and runs the handler again. So an effect outside tx (charge a
+// card, call an API, send a mail) must itself be idempotent on the key:
+// pass the key to the external system (an Idempotency-Key header, a
+// client reference it deduplicates on) so that the second run's call is
+// absorbed there. AttemptOf(ctx) tells the handler the key and whether
+// this run follows such a takeover.
 type Handler func(ctx context.Context, tx *sql.Tx) ([]byte, error)
+
+// Attempt describes the handler's run; see AttemptOf.
+type Attempt struct {
+	BizType, Key string
+	// TakenOver: an earlier run of this key claimed it and neither
+	// committed nor released it (its process crashed, or ran longer than
+	// Config.StaleAfter). Its database writes were rolled back, but any
+	// external call it made may have happened: the key passed to the
+	// external system is what makes repeating it safe.
+	TakenOver bool
+}
+
+type attemptKey struct{}
+
+// AttemptOf returns the Attempt of the handler run whose context is ctx
+// (false outside a handler).
+func AttemptOf(ctx context.Context) (Attempt, bool) {
+	a, ok := ctx.Value(attemptKey{}).(Attempt)
+	return a, ok
+}
 
 // Config configures a Store; zero values take the defaults.
 type Config struct {
 	// Table is the records table; default eos_idempotency.
 	Table string
 	// StaleAfter is how long a claim may stay in progress before another
-	// caller takes it over; default 5 minutes. Set it well above the
-	// handler's longest run.
+	// caller takes it over and runs the handler again; default 5 minutes,
+	// judged by the database's clock (its now()), not the host's. Set it
+	// well above the handler's longest run: a handler still running when
+	// its claim is taken over has its transaction rolled back
+	// (ErrTakenOver), but an external call it made stays made.
 	StaleAfter time.Duration
 	// Retention is how long records are kept at least; default 30 days.
 	// Maintain drops the daily partitions older than that.
 	Retention time.Duration
 	// LockWait bounds the wait for the per-key claim lock; default 5s.
 	LockWait time.Duration
-	// Now is the clock, for the record's day and ages; default time.Now.
+	// Now is the clock that picks a record's day (its partition) and
+	// Maintain's retention cut-off; default time.Now. A claim's age is
+	// never judged by it, only by the database's clock.
 	Now func() time.Time
 }
 
@@ -170,13 +205,14 @@ func (s *Store) Do(ctx context.Context, bizType, key string, h Handler) ([]byte,
 		return nil, errors.New("idempotency: bizType and key must not be empty")
 	}
 	owner := token()
-	day, prior, err := s.claim(ctx, bizType, key, owner)
+	day, takenOver, prior, err := s.claim(ctx, bizType, key, owner)
 	if err != nil {
 		return nil, err
 	}
 	if prior != nil {
 		return answer(prior)
 	}
+	ctx = context.WithValue(ctx, attemptKey{}, Attempt{BizType: bizType, Key: key, TakenOver: takenOver})
 	return s.run(ctx, key, day, owner, h)
 }
 
@@ -210,8 +246,8 @@ func (s *Store) run(ctx context.Context, key, day, owner string, h Handler) ([]b
 	}
 	d := s.d
 	res, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET state = %s, result = %s, error = %s, finished_at = %s WHERE idem_key = %s AND day = %s AND owner = %s AND state = '%s'",
-		d.quote(s.cfg.Table), d.ph(1), d.ph(2), d.ph(3), d.ph(4), d.ph(5), d.ph(6), d.ph(7), inProgress),
-		state, value, msg, s.cfg.Now().UTC(), key, day, owner)
+		d.quote(s.cfg.Table), d.ph(1), d.ph(2), d.ph(3), d.now(), d.ph(4), d.ph(5), d.ph(6), inProgress),
+		state, value, msg, key, day, owner)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -57,7 +58,37 @@ var ErrNoCommits = errors.New("group has no committed offsets")
 // that does not exist is an error wrapping eos.ErrNoTopic. The group's
 // offsets are fetched after the partition offsets, so Lag is never
 // understated by a commit that lands in between.
+//
+// A retriable error (COORDINATOR_NOT_AVAILABLE while a cluster that just
+// started creates __consumer_offsets, a leader moving) is retried until ctx
+// ends; one that lasts that long is returned with what it means.
 func Lag(ctx context.Context, adm *kadm.Client, group string, topics ...string) (*GroupLag, error) {
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		gl, err := lagOnce(ctx, adm, group, topics...)
+		// A missing topic is retriable to Kafka (it may be being
+		// created) and final to the user, who named it.
+		if err == nil || !kerr.IsRetriable(err) || errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, eos.ErrNoTopic) {
+			return gl, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, retriableMeaning(err)
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// retriableMeaning says what a retriable error that outlasted the caller's
+// wait means.
+func retriableMeaning(err error) error {
+	switch {
+	case errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.NotCoordinator):
+		return fmt.Errorf("the group coordinator was not available within the timeout: a cluster that has just started is still creating __consumer_offsets or electing its leaders, or a broker is down; try again in a moment: %w", err)
+	}
+	return fmt.Errorf("the cluster kept answering with a retriable error until the timeout (a leader moving, a broker restarting); try again in a moment: %w", err)
+}
+
+func lagOnce(ctx context.Context, adm *kadm.Client, group string, topics ...string) (*GroupLag, error) {
 	if len(topics) == 0 {
 		committed, err := adm.FetchOffsets(ctx, group)
 		if errors.Is(err, kerr.GroupIDNotFound) {

@@ -132,9 +132,9 @@ func TestWorkerExportsEveryMetricWithSaneValues(t *testing.T) {
 		lag, err := inspect.Lag(e.ctx, kadm.NewClient(e.cl), "copy", "in")
 		return err == nil && lag.TotalLag == 0, fmt.Sprint(lag, err)
 	})
-	var s Scraped
+	var s testenv.Scraped
 	testenv.Eventually(t, 5*time.Second, "consumer lag gauge at 0 after catching up", func() (bool, string) {
-		s, err = Scrape(e.ctx, url+"/metrics")
+		s, err = testenv.Scrape(e.ctx, url+"/metrics")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -321,8 +321,8 @@ func TestMonitorSeesLSOLagGrowBehindAHangingTransaction(t *testing.T) {
 	defer cancel()
 	go m.Run(ctx)
 
-	scrape := func() Scraped {
-		s, err := Scrape(e.ctx, url+"/metrics")
+	scrape := func() testenv.Scraped {
+		s, err := testenv.Scrape(e.ctx, url+"/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

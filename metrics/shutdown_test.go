@@ -47,7 +47,7 @@ func TestCountsAgreeAfterTheShutdownCommit(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	s, err := Scrape(e.ctx, url+"/metrics")
+	s, err := testenv.Scrape(e.ctx, url+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestWorkerExportsDeadLettersAndRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run := func(what string) Scraped {
+	run := func(what string) testenv.Scraped {
 		t.Helper()
 		top, _ := topologies.Lookup("aggregate")
 		tr, err := top.New(topologies.Options{Config: cfg})
@@ -72,7 +72,7 @@ func TestWorkerExportsDeadLettersAndRestores(t *testing.T) {
 			t.Fatal(err)
 		}
 		url := serve(t, mw.Handler())
-		s, err := Scrape(e.ctx, url+"/metrics")
+		s, err := testenv.Scrape(e.ctx, url+"/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

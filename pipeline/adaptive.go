@@ -110,11 +110,10 @@ func (a *adaptiveInterval) observe(commit time.Duration) {
 // sizeable share of the interval (10ms intervals at a millisecond RTT, where
 // commits take 7-9ms), starting commits on the beat would leave the worker
 // committing most of the time and processing little, so each transaction
-// gathers at least 3/4 of an interval of records first. (Measured with
-// eosctl bench, 100-byte records at 10ms: eos/baseline throughput 0.73 with
-// no floor, 0.82 with half an interval, 0.86 with 3/4; latency at 100ms and
-// more is unchanged, since there the commit is well under 1/4 of the
-// interval.) After a quiet spell with no transaction open, the first records
+// gathers at least 3/4 of an interval of records first. A lower floor
+// costs throughput at short intervals, and the floor costs nothing at long
+// ones, where a commit is well under a quarter of the interval
+// (BENCHMARKS.md has the eosctl bench runs that chose 3/4). After a quiet spell with no transaction open, the first records
 // commit 3/4 of an interval later, and the interval counts again from that
 // commit.
 type pacer struct {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eosctl/eos/txn"
+	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

@@ -72,14 +72,3 @@ func Chain(fns ...func(Event)) func(Event) {
 		}
 	}
 }
-
-// CountEvents returns how many of events are of kind.
-func CountEvents(events []Event, kind EventKind) int {
-	n := 0
-	for _, e := range events {
-		if e.Kind == kind {
-			n++
-		}
-	}
-	return n
-}

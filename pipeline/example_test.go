@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/broker"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -214,4 +216,15 @@ func readCommitted(ctx context.Context, opts []kgo.Opt, topic string, want int) 
 			return got
 		}
 	}
+}
+
+// Validate checks settings before there is a Transform to run, and its error
+// names the setting in the library's terms, which a program maps to its own
+// (a flag, a file's key).
+func ExampleConfig_Validate() {
+	cfg := pipeline.Config{App: "orders", Instance: "pod/1", Inputs: []string{"orders"}, Output: "orders-clean"}
+	err := cfg.Validate()
+	var ce *eos.ConfigError
+	fmt.Println(errors.Is(err, eos.ErrConfig), errors.As(err, &ce) && ce.Setting == "pipeline.Config.Instance")
+	// Output: true true
 }

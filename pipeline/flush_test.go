@@ -55,7 +55,7 @@ func TestHeldOutputCommitsExactlyOnceWithItsRecords(t *testing.T) {
 	produced := e.produce("st-in", 3, keys, values)
 	s := &summer{}
 	w := e.worker(s, nil)
-	w.abortFraction = 0.3
+	w.test = &testHooks{abortFraction: 0.3}
 	go func() {
 		for range 3 {
 			time.Sleep(100 * time.Millisecond)

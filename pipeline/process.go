@@ -10,7 +10,7 @@ import (
 
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/internal/admin"
-	"github.com/eosctl/eos/txn"
+	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

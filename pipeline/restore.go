@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/internal/rangeread"
-	"github.com/eosctl/eos/txn"
+	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -70,9 +70,7 @@ func (w *Worker) restore(ctx context.Context, parts []int32) {
 		return
 	}
 	set.publish(states)
-	if w.onRestored != nil {
-		w.onRestored(states)
-	}
+	w.test.restored(states)
 	d := time.Since(start)
 	w.log.Info("state restored", "stores", set.names, "partitions", parts, "records", n, "duration", d.Round(time.Millisecond),
 		"records_per_sec", int64(float64(n)/max(d.Seconds(), 1e-9)))

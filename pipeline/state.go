@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/eosctl/eos/txn"
+	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

@@ -191,7 +191,7 @@ func (l *lastCommitted) get() map[int32]map[string]string {
 func restoredState(w *Worker) func() map[int32]map[string]string {
 	var mu sync.Mutex
 	got := map[int32]map[string]string{}
-	w.onRestored = func(ps map[int32]*partitionState) {
+	w.test = &testHooks{onRestored: func(ps map[int32]*partitionState) {
 		s := w.state.snapshot("counts", ps)
 		mu.Lock()
 		for p, m := range s {
@@ -200,7 +200,7 @@ func restoredState(w *Worker) func() map[int32]map[string]string {
 			}
 		}
 		mu.Unlock()
-	}
+	}}
 	return func() map[int32]map[string]string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -255,7 +255,7 @@ func TestKeyedStateIsExactlyOnceThroughCrashesAbortsAndLostCommits(t *testing.T)
 	// 2: restart; aborts on purpose, and three EndTxn responses lost.
 	c.failAt.Store(0)
 	b := e.worker(c, nil)
-	b.abortFraction = 0.2
+	b.test = &testHooks{abortFraction: 0.2}
 	lb := &lastCommitted{w: b}
 	b.cfg.OnEvent = lb.hook
 	restoredB := restoredState(b)

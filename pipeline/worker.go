@@ -12,8 +12,7 @@ import (
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
-	"github.com/eosctl/eos/internal/testhook"
-	"github.com/eosctl/eos/txn"
+	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -121,17 +120,12 @@ type Worker struct {
 	log   *slog.Logger
 	stats Stats
 	col   collector
-	// abort is the fraction of transactions aborted on purpose, from
-	// internal/testhook: tests only.
-	abortFraction float64
-	rec           Record
+	rec   Record
+	test  *testHooks // nil in production
 
-	lay   layout
-	state *stateSet // nil: the Transform keeps no state
-	// onRestored, if set, sees every restore's result before it is
-	// published (tests).
-	onRestored        func(map[int32]*partitionState)
-	deadLetters       int // in the open transaction
+	lay               layout
+	state             *stateSet // nil: the Transform keeps no state
+	deadLetters       int       // in the open transaction
 	lastDeadLetterLog time.Time
 	dlqReady          bool          // the dead-letter topic exists
 	outParts          int32         // partitions of new output topics
@@ -159,53 +153,74 @@ type Stats struct {
 	Restored atomic.Int64
 }
 
-// New validates cfg and returns a worker that will run t. It does not
-// connect to anything: every error it returns is about the configuration,
-// an *eos.ConfigError.
-func New(cfg Config, t Transform) (*Worker, error) {
+// Validate reports the first setting of c that New would refuse, as an
+// *eos.ConfigError, or nil. It connects to nothing and leaves c as it is:
+// for a program that checks its settings before it has a Transform.
+func (c Config) Validate() error {
+	_, err := c.check()
+	return err
+}
+
+// check validates c, fills in what validateAuto derives, and returns the
+// worker's transactional.id.
+func (c *Config) check() (string, error) {
 	// Each part is judged under its own setting, so that the error names
 	// the one that is wrong; TransactionalID then judges their sum.
-	if err := fencing.ValidateName("name", cfg.App); err != nil {
-		return nil, eos.BadConfig("pipeline.Config.App", "%w", err)
+	if err := fencing.ValidateName("name", c.App); err != nil {
+		return "", eos.BadConfig("pipeline.Config.App", "%w", err)
 	}
-	if err := fencing.ValidateName("id", cfg.Instance); err != nil {
-		return nil, eos.BadConfig("pipeline.Config.Instance", "%w", err)
+	if err := fencing.ValidateName("id", c.Instance); err != nil {
+		return "", eos.BadConfig("pipeline.Config.Instance", "%w", err)
 	}
-	id, err := fencing.TransactionalID(cfg.App, cfg.Instance)
+	id, err := fencing.TransactionalID(c.App, c.Instance)
 	if err != nil {
-		return nil, eos.BadConfig("pipeline.Config.App", "%w", err)
+		return "", eos.BadConfig("pipeline.Config.App", "%w", err)
 	}
-	if len(cfg.Inputs) == 0 {
-		return nil, eos.BadConfig("pipeline.Config.Inputs", "at least one input topic is required")
+	if len(c.Inputs) == 0 {
+		return "", eos.BadConfig("pipeline.Config.Inputs", "at least one input topic is required")
 	}
-	if cfg.Output == "" {
-		return nil, eos.BadConfig("pipeline.Config.Output", "required")
+	if c.Output == "" {
+		return "", eos.BadConfig("pipeline.Config.Output", "required")
 	}
 	seen := map[string]string{}
-	for _, tp := range append(append([]string(nil), cfg.Inputs...), cfg.Output) {
+	for _, tp := range append(append([]string(nil), c.Inputs...), c.Output) {
 		if err := fencing.ValidateName("topic", tp); err != nil {
-			return nil, eos.BadConfig("pipeline.Config.Inputs", "%w", err)
+			return "", eos.BadConfig("pipeline.Config.Inputs", "%w", err)
 		}
 		if _, dup := seen[tp]; dup {
-			return nil, eos.BadConfig("pipeline.Config.Inputs", "topic %q is named twice across pipeline.Config.Inputs and pipeline.Config.Output", tp)
+			return "", eos.BadConfig("pipeline.Config.Inputs", "topic %q is named twice across pipeline.Config.Inputs and pipeline.Config.Output", tp)
 		}
 		seen[tp] = tp
 	}
-	if cfg.MaxTxnRecords < 0 {
-		return nil, eos.BadConfig("pipeline.Config.MaxTxnRecords", "must not be negative, got %d", cfg.MaxTxnRecords)
+	if c.MaxTxnRecords < 0 {
+		return "", eos.BadConfig("pipeline.Config.MaxTxnRecords", "must not be negative, got %d", c.MaxTxnRecords)
 	}
 	for _, d := range []struct {
 		setting string
 		v       time.Duration
 	}{
-		{"CommitInterval", cfg.CommitInterval}, {"SessionTimeout", cfg.SessionTimeout},
-		{"TransactionTimeout", cfg.TransactionTimeout}, {"InputWait", cfg.InputWait},
+		{"pipeline.Config.CommitInterval", c.CommitInterval}, {"pipeline.Config.SessionTimeout", c.SessionTimeout},
+		{"pipeline.Config.TransactionTimeout", c.TransactionTimeout}, {"pipeline.Config.InputWait", c.InputWait},
 	} {
 		if d.v < 0 {
-			return nil, eos.BadConfig("pipeline.Config."+d.setting, "must not be negative, got %s", d.v)
+			return "", eos.BadConfig(d.setting, "must not be negative, got %s", d.v)
 		}
 	}
-	if err := validateAuto(&cfg); err != nil {
+	if err := validateAuto(c); err != nil {
+		return "", err
+	}
+	if c.GroupProtocol != "" && c.GroupProtocol != "classic" && c.GroupProtocol != "consumer" {
+		return "", eos.BadConfig("pipeline.Config.GroupProtocol", "%q: want classic or consumer (KIP-848)", c.GroupProtocol)
+	}
+	return id, nil
+}
+
+// New validates cfg and returns a worker that will run t. It does not
+// connect to anything: every error it returns is about the configuration,
+// an *eos.ConfigError.
+func New(cfg Config, t Transform) (*Worker, error) {
+	id, err := cfg.check()
+	if err != nil {
 		return nil, err
 	}
 	if t == nil {
@@ -221,12 +236,8 @@ func New(cfg Config, t Transform) (*Worker, error) {
 	def(&cfg.TransactionTimeout, 60*time.Second)
 	def(&cfg.StartTimeout, 10*time.Second)
 	def(&cfg.RequestTimeout, 10*time.Second)
-	switch cfg.GroupProtocol {
-	case "":
+	if cfg.GroupProtocol == "" {
 		cfg.GroupProtocol = "classic"
-	case "classic", "consumer":
-	default:
-		return nil, eos.BadConfig("pipeline.Config.GroupProtocol", "%q: want classic or consumer (KIP-848)", cfg.GroupProtocol)
 	}
 	def(&cfg.GiveUpAfter, 5*time.Minute)
 	log := cfg.Logger
@@ -286,11 +297,11 @@ func (w *Worker) clientOpts() []kgo.Opt {
 		kgo.InstanceID(w.id),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
 		// kgo heartbeats every 3s by default, whatever the session timeout:
-		// with a 3s session a member on a busy machine expired between two
-		// heartbeats, and Apache Kafka then answered its next request with
-		// UNKNOWN_MEMBER_ID and rebalanced, every few seconds (the embedded
-		// broker checks sessions more leniently and never showed it).
-		// Kafka's rule is at most a third of the session.
+		// with a short session a member on a busy machine can expire
+		// between two heartbeats, and Apache Kafka then answers its next
+		// request with UNKNOWN_MEMBER_ID and rebalances (the embedded
+		// broker checks sessions more leniently). Kafka's rule is at most a
+		// third of the session.
 		kgo.HeartbeatInterval(min(3*time.Second, w.cfg.SessionTimeout/3)),
 		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
 		// No RecordDeliveryTimeout: kgo measures it from each record's
@@ -399,11 +410,9 @@ func (w *Worker) awaitInputs(ctx context.Context, cl *kgo.Client) error {
 // through: a *fencing.FencedError when another incarnation took over its
 // transactional.id, an authorization error, or a failed Transform.
 func (w *Worker) Run(ctx context.Context) error {
-	if f := testhook.AbortFraction(ctx); f != 0 {
-		if f < 0 || f >= 1 {
-			return fmt.Errorf("test hook: abort fraction %g is outside [0, 1)", f)
-		}
-		w.abortFraction = f
+	var err error
+	if w.test, err = hooksFrom(ctx, w.test); err != nil {
+		return err
 	}
 	if err := w.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -512,7 +521,7 @@ func (w *Worker) leave() {
 		return
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(w.cfg.App).InstanceIDs(w.id).Reason("eosctl shutdown"))
+	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(w.cfg.App).InstanceIDs(w.id).Reason("worker shutdown"))
 	if err == nil {
 		err = resp.Error()
 	}
@@ -622,7 +631,7 @@ func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches,
 // transaction.
 func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error {
 	w.pace.committing()
-	commit := w.abortFraction == 0 || rand.Float64() >= w.abortFraction
+	commit := !w.test.abort()
 	// The context is not the worker's: canceling an EndTxn in flight would
 	// leave its outcome unknown, and shutdown wants this commit to land.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/eosctl/eos/internal/dbtest"
 	"github.com/eosctl/eos/reconcile"
 	"github.com/eosctl/eos/sink"
+	"github.com/eosctl/eos/verify"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -23,16 +27,34 @@ columns:
   amount: amount
 `
 
-// sunk is a topic of n datagen records written by the sink into a fresh
-// database of kind.
+// sunk is a topic "in" of 3 partitions written by the sink (group "g")
+// into a fresh database of kind.
 type sunk struct {
+	kind string
 	opts []kgo.Opt
+	cl   *kgo.Client
 	dsn  string
 	db   *sink.DB
 	m    *sink.Mapping
 }
 
+// eventsDDL is the table of mappingYAML, with seq as its primary key.
+func eventsDDL(kind string) string {
+	text := "TEXT"
+	if kind == dbtest.MySQL {
+		text = "VARCHAR(64)"
+	}
+	return "CREATE TABLE events (seq BIGINT PRIMARY KEY, usr " + text + " NOT NULL, amount DOUBLE PRECISION)"
+}
+
+// setup produces n datagen records (seq 0 to n-1) and has the sink write
+// them into a table created by ddl, with mapping.
 func setup(t *testing.T, kind string, n int64) *sunk {
+	t.Helper()
+	return setupWith(t, kind, n, eventsDDL(kind), mappingYAML)
+}
+
+func setupWith(t *testing.T, kind string, n int64, ddl, mapping string) *sunk {
 	t.Helper()
 	b, err := broker.Start(broker.Config{MinSessionTimeout: time.Second})
 	if err != nil {
@@ -44,40 +66,72 @@ func setup(t *testing.T, kind string, n int64) *sunk {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
 	if _, err := datagen.Produce(t.Context(), cl, datagen.Config{Topic: "in", Count: n, Size: 100, Partitions: 3}); err != nil {
 		t.Fatal(err)
 	}
 	dsn := dbtest.Fresh(t, kind)
 	db := dbtest.Open(t, dsn)
-	text := "TEXT"
-	if kind == dbtest.MySQL {
-		text = "VARCHAR(64)"
-	}
-	if _, err := db.ExecContext(t.Context(), "CREATE TABLE events (seq BIGINT PRIMARY KEY, usr "+text+" NOT NULL, amount DOUBLE PRECISION)"); err != nil {
+	if _, err := db.ExecContext(t.Context(), ddl); err != nil {
 		t.Fatal(err)
 	}
-	m, err := sink.ParseMapping("m.yaml", []byte(mappingYAML))
+	m, err := sink.ParseMapping("m.yaml", []byte(mapping))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sink.New(t.Context(), sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: opts, SessionTimeout: 3 * time.Second})
+	s := &sunk{kind, opts, cl, dsn, db, m}
+	s.sink(t)
+	return s
+}
+
+// produce appends records with Kafka key key and value v each.
+func (s *sunk) produce(t *testing.T, kv ...string) {
+	t.Helper()
+	for i := 0; i < len(kv); i += 2 {
+		if err := s.cl.ProduceSync(t.Context(), &kgo.Record{Topic: "in", Key: []byte(kv[i]), Value: []byte(kv[i+1])}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// produceSeq appends datagen records seq from to to-1.
+func (s *sunk) produceSeq(t *testing.T, from, to int64) {
+	t.Helper()
+	var kv []string
+	for i := from; i < to; i++ {
+		kv = append(kv, strconv.FormatInt(i, 10), string(datagen.Value(i, time.Now(), 100)))
+	}
+	s.produce(t, kv...)
+}
+
+// sink runs the sink until its stored offsets reach the topic's end.
+func (s *sunk) sink(t *testing.T) {
+	t.Helper()
+	snap, err := verify.Snapshot(t.Context(), kadm.NewClient(s.cl), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := sink.New(t.Context(), sink.Config{DSN: s.dsn, Group: "g", Topics: []string{"in"}, Mapping: s.m, ClientOpts: s.opts, SessionTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- sk.Run(ctx) }()
 	for deadline := time.Now().Add(time.Minute); ; {
-		var rows int64
-		if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM events").Scan(&rows); err != nil {
+		stored, err := sink.StoredOffsets(t.Context(), s.db, "eos_sink_offsets", "g")
+		if err != nil && !strings.Contains(err.Error(), "exist") {
 			t.Fatal(err)
 		}
-		if rows == n {
+		caught := true
+		for _, p := range snap {
+			caught = caught && stored["in"][p.Partition] >= p.End
+		}
+		if caught {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the sink wrote %d of %d rows", rows, n)
+			t.Fatalf("the sink stored %v, want %v", stored, snap)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -85,17 +139,34 @@ func setup(t *testing.T, kind string, n int64) *sunk {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
-	return &sunk{opts, dsn, db, m}
+	sk.Close()
+}
+
+func (s *sunk) config(from *int64, repair bool) reconcile.Config {
+	return reconcile.Config{DSN: s.dsn, Topic: "in", Group: "g", Mapping: s.m, ClientOpts: s.opts, From: from, Repair: repair, TempDir: ""}
 }
 
 func (s *sunk) run(t *testing.T, from *int64, repair bool) *reconcile.Report {
 	t.Helper()
-	rep, err := reconcile.Run(t.Context(), reconcile.Config{DSN: s.dsn, Topic: "in", Mapping: s.m, ClientOpts: s.opts, From: from, Repair: repair})
+	return s.runWith(t, s.config(from, repair))
+}
+
+func (s *sunk) runWith(t *testing.T, cfg reconcile.Config) *reconcile.Report {
+	t.Helper()
+	rep, err := reconcile.Run(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+func (s *sunk) count(t *testing.T, q string) int64 {
+	t.Helper()
+	var n int64
+	if err := s.db.QueryRowContext(t.Context(), q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
 }
 
 func (s *sunk) exec(t *testing.T, q string) {

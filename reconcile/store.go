@@ -16,11 +16,12 @@ type store struct {
 	cfg Config
 }
 
+// q quotes an identifier, doubling the quote character inside it.
 func (s *store) q(id string) string {
 	if s.db.Dialect() == "mysql" {
-		return "`" + id + "`"
+		return "`" + strings.ReplaceAll(id, "`", "``") + "`"
 	}
-	return `"` + id + `"`
+	return `"` + strings.ReplaceAll(id, `"`, `""`) + `"`
 }
 
 func (s *store) ph(i int) string {
@@ -50,8 +51,13 @@ func (s *store) create(ctx context.Context) error {
 
 // watermarks reads the stored watermark of each partition.
 func (s *store) watermarks(ctx context.Context) (map[int32]int64, error) {
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT kafka_partition, watermark FROM %s WHERE name = %s AND topic = %s",
+	return partitionOffsets(ctx, s.db, fmt.Sprintf("SELECT kafka_partition, watermark FROM %s WHERE name = %s AND topic = %s",
 		s.q(s.cfg.StateTable), s.ph(1), s.ph(2)), s.cfg.Name, s.cfg.Topic)
+}
+
+// partitionOffsets reads (partition, offset) rows into a map.
+func partitionOffsets(ctx context.Context, q querier, query string, args ...any) (map[int32]int64, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -59,102 +65,13 @@ func (s *store) watermarks(ctx context.Context) (map[int32]int64, error) {
 	out := map[int32]int64{}
 	for rows.Next() {
 		var p int32
-		var w int64
-		if err := rows.Scan(&p, &w); err != nil {
+		var o int64
+		if err := rows.Scan(&p, &o); err != nil {
 			return nil, err
 		}
-		out[p] = w
+		out[p] = o
 	}
 	return out, rows.Err()
-}
-
-// compare looks up the keys of want in the table.
-func (s *store) compare(ctx context.Context, want map[string]*expected, rep *Report) error {
-	m := s.cfg.Mapping
-	cols := []string{s.q(m.KeyColumn)}
-	for _, c := range m.Columns {
-		cols = append(cols, s.q(c.Name))
-	}
-	keys := sortedKeys(want)
-	found := map[string]bool{}
-	for len(keys) > 0 {
-		n := min(len(keys), 500)
-		chunk := keys[:n]
-		keys = keys[n:]
-		phs := make([]string, n)
-		args := make([]any, n)
-		for i, k := range chunk {
-			phs[i], args[i] = s.ph(i+1), k
-		}
-		// The key is compared as text, whatever the column's type.
-		keyText := fmt.Sprintf("CAST(%s AS CHAR(255))", s.q(m.KeyColumn))
-		if s.db.Dialect() == "postgres" {
-			keyText = s.q(m.KeyColumn) + "::text"
-		}
-		rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", keyText, strings.Join(cols[1:], ", "),
-			s.q(m.Table), keyText, strings.Join(phs, ", ")), args...)
-		if err != nil {
-			return fmt.Errorf("reading table %s: %w", m.Table, err)
-		}
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			var key string
-			ptrs[0] = &key
-			for i := 1; i < len(cols); i++ {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				rows.Close()
-				return err
-			}
-			found[key] = true
-			exp := want[key]
-			if exp == nil {
-				continue
-			}
-			for i, c := range m.Columns {
-				if !same(exp.vals[i], vals[i+1]) {
-					rep.Changed = append(rep.Changed, Finding{Kind: "changed", Key: key, Partition: exp.rec.Partition, Offset: exp.rec.Offset,
-						Column: c.Name, Topic: text(exp.vals[i]), Table: text(vals[i+1])})
-				}
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-	}
-	for _, k := range sortedKeys(want) {
-		if !found[k] {
-			e := want[k]
-			rep.Missing = append(rep.Missing, Finding{Kind: "missing", Key: k, Partition: e.rec.Partition, Offset: e.rec.Offset})
-		}
-	}
-	return nil
-}
-
-// extras lists the table's keys that no record of the topic has.
-func (s *store) extras(ctx context.Context, want map[string]*expected, rep *Report) error {
-	m := s.cfg.Mapping
-	keyText := fmt.Sprintf("CAST(%s AS CHAR(255))", s.q(m.KeyColumn))
-	if s.db.Dialect() == "postgres" {
-		keyText = s.q(m.KeyColumn) + "::text"
-	}
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY 1", keyText, s.q(m.Table)))
-	if err != nil {
-		return fmt.Errorf("reading table %s: %w", m.Table, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return err
-		}
-		if want[k] == nil {
-			rep.Extra = append(rep.Extra, Finding{Kind: "extra", Key: k})
-		}
-	}
-	return rows.Err()
 }
 
 // save stores the watermark and the findings, in one transaction.

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"errors"
 	"log/slog"
 	"regexp"
 	"time"
@@ -18,8 +17,9 @@ var (
 	// *eos.ConfigError, matched by eos.ErrConfig. Nothing has been written
 	// when one is returned.)
 	// ErrAuth is wrapped when the database refuses the credentials or
-	// the privileges (wrong password, no grant on the table).
-	ErrAuth = errors.New("database refused authentication or authorization")
+	// the privileges (wrong password, no grant on the table); it matches
+	// eos.ErrAuth too.
+	ErrAuth = eos.Sentinel("database refused authentication or authorization", eos.ErrAuth)
 )
 
 // EventWritten is the event of a batch whose rows and offsets are written

@@ -16,7 +16,7 @@ import (
 )
 
 // aggregateKeys are the keys of an aggregate configuration.
-var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregations", "emit", "repartition", "store"}
+var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregations", "emit", "repartition", "preaggregate", "store"}
 
 // Aggregate is the windowed aggregation topology: it groups JSON records by
 // a key expression into tumbling or hopping windows of event time, keeps
@@ -36,6 +36,7 @@ var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregat
 //	  biggest: max(amount)
 //	emit: final              # or updates
 //	repartition: true        # re-key by group_by first (default)
+//	preaggregate: true       # combine before the repartition topic (default)
 //
 // Event time and closing. Each state partition has a stream time, the
 // largest event time it has seen; a window [start, end) closes when stream
@@ -57,7 +58,12 @@ var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregat
 // Kafka's default partitioner). Stage one does not write every record: it
 // pre-aggregates each transaction's records per group and pane and writes
 // the partial results at the commit (combine.go), which gives the same
-// results and dead letters as record by record.
+// results and dead letters as record by record. With preaggregate: false
+// stage one writes every record alone, as Kafka Streams does: the same
+// results and dead letters, but one repartition record per input record.
+// It exists to measure what the combiner is worth (eosctl bench
+// --eos-preaggregate), and has no effect with repartition: false, where
+// there is no stage one.
 type Aggregate struct {
 	groupBy     *expression
 	time        *expression
@@ -67,12 +73,15 @@ type Aggregate struct {
 	aggs        []aggregation
 	updates     bool
 	repartition bool
-	store       string
-	env         *env
-	vals        []float64 // the current record's values, reused
-	one         []byte    // the current record's accumulator, reused
-	pane        int64     // ms: gcd(size, advance), see combiner
-	comb        combiner  // stage one's held partials
+	// preaggregate lets stage one combine records (combine.go); false
+	// writes each record alone.
+	preaggregate bool
+	store        string
+	env          *env
+	vals         []float64 // the current record's values, reused
+	one          []byte    // the current record's accumulator, reused
+	pane         int64     // ms: gcd(size, advance), see combiner
+	comb         combiner  // stage one's held partials
 }
 
 type aggregation struct {
@@ -105,7 +114,7 @@ func parseAggregate(d *doc) (*Aggregate, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Aggregate{repartition: true, store: "windows"}
+	t := &Aggregate{repartition: true, preaggregate: true, store: "windows"}
 	for _, f := range fs {
 		switch f.name {
 		case "group_by":
@@ -128,6 +137,8 @@ func parseAggregate(d *doc) (*Aggregate, error) {
 			}
 		case "repartition":
 			t.repartition, err = d.boolean(f)
+		case "preaggregate":
+			t.preaggregate, err = d.boolean(f)
 		case "store":
 			t.store, err = d.str(f)
 		}

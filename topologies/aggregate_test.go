@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/eosctl/eos/pipeline"
@@ -177,9 +178,9 @@ func oneStream(n int) [][]int {
 	return [][]int{all}
 }
 
-func runAggregate(t *testing.T, e *tenv, app string, evs []event, parts int32, keyByGroup bool, size, advance, grace, emit string, repartition bool) ([]*kgo.Record, *pipeline.Worker) {
+func runAggregate(t *testing.T, e *tenv, app string, evs []event, parts int32, keyByGroup bool, size, advance, grace, emit string, repartition bool, extra ...string) ([]*kgo.Record, *pipeline.Worker) {
 	t.Helper()
-	cfg := writeConfig(t, app+".yaml", fmt.Sprintf(aggConfig, size, advance, grace, emit, repartition))
+	cfg := writeConfig(t, app+".yaml", fmt.Sprintf(aggConfig, size, advance, grace, emit, repartition)+strings.Join(extra, ""))
 	tr, err := NewAggregate(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,9 @@ import (
 // time may be ahead of this worker's (other workers, an earlier
 // incarnation); its records are then dead-lettered each as it is in its
 // input topic, read back by the worker (DeadLetterError.Sources). With
-// emit: updates nothing is combined, so every record still makes its update.
+// emit: updates nothing is combined, so every record still makes its update;
+// with preaggregate: false nothing is combined either, and every record is
+// written alone.
 type combiner struct {
 	panes map[int64]map[string]*partial // pane start -> group -> partial
 	order []*partial                    // the held partials, as opened
@@ -82,7 +84,7 @@ func (c *combiner) reset() {
 }
 
 // stageOne handles a record in stage one: held in a partial, or written
-// alone if it may be late (or with emit: updates).
+// alone if it may be late (or with emit: updates, or preaggregate: false).
 func (t *Aggregate) stageOne(in *pipeline.Record, group []byte, ts int64, vals []float64, out pipeline.Emitter) {
 	c := &t.comb
 	if c.panes == nil {
@@ -93,7 +95,7 @@ func (t *Aggregate) stageOne(in *pipeline.Record, group []byte, ts int64, vals [
 	}
 	closes := t.firstStart(ts) + t.size + t.grace
 	seen := &c.seen[crc32.Checksum(group, castagnoli)%seenBuckets]
-	if t.updates || closes <= *seen {
+	if t.updates || !t.preaggregate || closes <= *seen {
 		t.seal(out)
 		out.Emit(pipeline.Output{To: t.store, Key: group, Value: t.encodeStaged(ts, vals, in.Value), Headers: in.Headers, Timestamp: in.Timestamp})
 		return

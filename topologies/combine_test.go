@@ -218,3 +218,40 @@ func TestAggregateOverTransactionalInputCountsOnlyCommittedRecords(t *testing.T)
 	}
 	checkAggregate(t, e, "txa", cevs, crs, oneStream(len(cevs)), 1000, 1000, 500)
 }
+
+// preaggregate: false turns the combiner off without changing a result:
+// the same input through the repartition topic, with and without it, gives
+// every window's final result exactly once and equal to the per-record
+// reference, and the same dead letters, read with read_committed through
+// aborted transactions; only the repartition topic differs: one record per
+// good input record without the combiner, far fewer with it.
+func TestAggregatePreaggregateOffGivesTheSameExactlyOnceResults(t *testing.T) {
+	e := newTEnv(t)
+	evs := genEvents(8_000, 8, 5)
+	good := 0
+	for _, ev := range evs {
+		if ev.bad == "" {
+			good++
+		}
+	}
+	finals := map[string]map[string]window{}
+	for _, c := range []struct {
+		app  string
+		line string
+	}{{"preon", "preaggregate: true\n"}, {"preoff", "preaggregate: false\n"}} {
+		rs, _ := runAggregate(t, e, c.app, evs, 1, false, "1s", "1s", "500ms", "final", true, c.line)
+		checkAggregate(t, e, c.app, evs, rs, oneStream(len(evs)), 1000, 1000, 500)
+		finals[c.app], _ = results(t, e.read(c.app+"-out"))
+		n := len(e.read(c.app + "-windows-repartition"))
+		t.Logf("%s: %d repartition records for %d input records (%d good)", c.app, n, len(evs), good)
+		switch {
+		case c.app == "preon" && n > good/2:
+			t.Fatalf("with the combiner the repartition topic has %d records for %d good input records: nothing was combined", n, good)
+		case c.app == "preoff" && n < good:
+			t.Fatalf("without the combiner the repartition topic has %d records for %d good input records: records were combined", n, good)
+		}
+	}
+	if !reflect.DeepEqual(finals["preon"], finals["preoff"]) {
+		t.Fatalf("the final results differ with and without pre-aggregation (%d against %d windows)", len(finals["preon"]), len(finals["preoff"]))
+	}
+}

@@ -1,8 +1,12 @@
 package topologies
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,6 +125,40 @@ func checkCountsOf(t *testing.T, e *tenv, out string, want map[string]int) {
 		}
 		if fmt.Sprint(got[word]) != fmt.Sprint(seq) {
 			t.Fatalf("counts of %q: %v, want 1..%d", word, got[word], n)
+		}
+	}
+}
+
+// The wordcount example of README.md and docs/topologies.md counts the
+// words of topologies/examples/words.txt: the docs test runs it, and this
+// checks that the count it waits for and the top words it shows are the
+// file's (the docs test checks only that the block prints something).
+func TestTheWordCountExampleHasTheWordsTheDocsShow(t *testing.T) {
+	text, err := os.ReadFile("examples/words.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := Words(string(text))
+	counts := map[string]int{}
+	for _, w := range words {
+		counts[w]++
+	}
+	top := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(top, func(a, b string) int { return cmp.Or(counts[b]-counts[a], strings.Compare(a, b)) })
+	var shown strings.Builder
+	for _, w := range top[:3] {
+		fmt.Fprintf(&shown, "%s\t%d\n", w, counts[w])
+	}
+	for _, doc := range []string{"../README.md", "../docs/topologies.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("--wait-for %d ", len(words)); !strings.Contains(string(b), want) {
+			t.Errorf("%s: no %q: the example's file has %d words", doc, want, len(words))
+		}
+		if !strings.Contains(string(b), shown.String()) {
+			t.Errorf("%s does not show the example's top 3 words:\n%s", doc, shown.String())
 		}
 	}
 }

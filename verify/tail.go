@@ -109,7 +109,7 @@ func NewTail(ctx context.Context, opts []kgo.Opt, topic string) (*Tail, error) {
 
 // NewTailBy is [NewTail] for a topic whose records are identified by id
 // rather than by key: the aggregate topology's results, say, whose key is a
-// group that many windows share ([AggregateWindowID]). A record whose id an
+// group that many windows share (internal/aggcheck.WindowID). A record whose id an
 // earlier record had is a duplicate.
 func NewTailBy(ctx context.Context, opts []kgo.Opt, topic string, id func(*kgo.Record) []byte) (*Tail, error) {
 	if topic == "" {

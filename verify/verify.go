@@ -1,6 +1,6 @@
 // Package verify judges whether a pipeline copied its input to its output
-// exactly once, for tests, benchmarks (package bench) and operators checking
-// a live pipeline (eosctl verify).
+// exactly once, for tests, benchmarks and operators checking a live pipeline
+// (eosctl verify).
 //
 // The input is expected to be what eos's data generator (eosctl produce)
 // writes: every record's key
@@ -12,10 +12,9 @@
 // order. [Tail] watches a topic while faults are injected, for the
 // duplicates a read_committed consumer would have observed along the way.
 //
-// A stateful topology's output is no copy of its input. For the aggregate
-// topology, [NewAggregateInput] makes an input of regular, late and poison
-// records whose answer is known, and [JudgeAggregate] compares the window
-// results and dead letters with a reference computed in memory from it.
+// A stateful topology's output is no copy of its input: [NewTailBy] watches
+// it by an identity of the caller's choosing (a window, say) instead of the
+// key.
 //
 // Neither joins a consumer group or commits offsets, so they can be pointed at
 // a live cluster without disturbing it.
@@ -46,6 +45,10 @@ type Config struct {
 	// Timeout bounds the whole run, listing and both reads. Zero means
 	// DefaultTimeout; the context can cut it shorter.
 	Timeout time.Duration
+	// Reading, if set, is called once the offsets to read are listed,
+	// before the reads begin, with the number of offsets of each topic
+	// that will be read: for a command that says what a long read does.
+	Reading func(inputOffsets, outputOffsets int64)
 }
 
 // Report is the judgment of one [Run]. Counts are of records; each example
@@ -76,9 +79,10 @@ type Report struct {
 	OrderViolations int64 `json:"order_violations"`
 
 	// InputDuplicates counts input records whose key an earlier input
-	// record already had. datagen never writes those, unless it was run
-	// twice into the same topic; then the judgment is about the first copy
-	// of each key only, and a faithful copy shows up as duplicates.
+	// record already had. datagen never writes those (a second run into a
+	// topic continues after its highest key); another producer may. Then
+	// the judgment is about the first copy of each key only, and a
+	// faithful copy shows up as duplicates.
 	InputDuplicates int64 `json:"input_duplicates"`
 
 	DuplicateExamples      []string         `json:"duplicate_examples,omitempty"`
@@ -164,7 +168,7 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "; read in %v.", r.Elapsed.Round(time.Millisecond))
 	if r.InputDuplicates > 0 {
-		fmt.Fprintf(&b, " WARNING: the input itself repeats %d keys (e.g. %s), was it produced twice? Only first copies were judged.",
+		fmt.Fprintf(&b, " WARNING: the input itself repeats %d keys (e.g. %s): verify judges keys, and eosctl produce never repeats one (a rerun continues after the highest key), so something else wrote them; only first copies were judged.",
 			r.InputDuplicates, strings.Join(r.InputDuplicateExamples, " "))
 	}
 	return b.String()
@@ -238,11 +242,17 @@ func Run(ctx context.Context, opts []kgo.Opt, cfg Config) (*Report, error) {
 		OutputRanges: snap[cfg.Output],
 	}
 
-	var expected int64
+	var expected, outOffsets int64
 	var inParts int32
 	for _, r := range rep.InputRanges {
 		expected += r.End - r.Start
 		inParts = max(inParts, r.Partition+1)
+	}
+	if cfg.Reading != nil {
+		for _, r := range rep.OutputRanges {
+			outOffsets += r.End - r.Start
+		}
+		cfg.Reading(expected, outOffsets)
 	}
 	keys := newKeyTable[keyInfo](2*expected + 1024)
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
-	"github.com/eosctl/eos/bench"
+	"github.com/eosctl/eos/cmd/eosctl/internal/bench"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/topologies"
 	"github.com/spf13/cobra"
@@ -38,13 +38,16 @@ func newBenchCmd(g *globals) *cobra.Command {
 		rtt                time.Duration
 		runTimeout         time.Duration
 		inProcess, noTable bool
+		wide               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure what exactly-once costs: eos against an at-least-once baseline, a hand-written loop and Kafka Streams, in one run",
-		Long: `Runs the same topology over the same pre-produced input in up to four modes
-(--modes, default baseline,bare,eos, run in the order given in every cell),
-on the same brokers, for --repeat rounds:
+		Long: `Runs the same topology over the same pre-produced input in up to five modes
+(--modes, default baseline,bare,eos), on the same brokers, for --repeat
+rounds; round 1 runs them in the order given in every cell, and each later
+round rotates that order by one (printed above the table), so that no mode
+always runs first:
 
   baseline  at-least-once: idempotent producer (acks=all), read_uncommitted
             consumer group, and every commit interval a flush followed by a
@@ -60,13 +63,18 @@ on the same brokers, for --repeat rounds:
             application of bench/peers/kstreams, built with Maven on first
             use into ~/.cache/eos/kstreams-peer, or $EOS_KAFKA_CACHE; needs
             java 17+ and mvn), one JVM per worker (-Xmx512m, one stream
-            thread); real Apache Kafka only (--brokers), passthrough or
-            aggregate.
-            Kafka Streams reports no commits: its progress is its group's
-            committed offsets, read from the broker every 25 ms, so its
-            txn/s, commit timings and overhead show "-"; its throughput,
-            e2e latency, CPU (counted from when the JVM is RUNNING) and peak
-            RSS are measured as the others'.
+            thread); real Apache Kafka only (--brokers or EOSCTL_BROKERS),
+            passthrough or aggregate.
+            Kafka Streams reports no commits, so its txn/s, commit timings
+            and overhead show "-"; its throughput, e2e latency, CPU (counted
+            from when the JVM is RUNNING) and peak RSS are measured as the
+            others';
+  eos-nopreagg  eos on the aggregate topology with preaggregate: false: no
+            combining before the repartition topic, every record through it
+            alone, as Kafka Streams does (--topology aggregate only). Beside
+            eos and kstreams it separates the design (eos / eos-nopreagg)
+            from the engine (eos-nopreagg / kstreams), printed below the
+            table.
 
 After each drain the output is read back with read_committed and must hold
 every input record exactly once and in order per partition; bare, eos or
@@ -75,9 +83,19 @@ duplicate: that is what at-least-once allows, and the run says so).
 
 Each run drains a backlog of --records records (throughput, commit timings,
 commit overhead, CPU), then measures end-to-end latency on live records
-produced at --latency-rate: from the producer's clock to the moment a
+produced at the fixed --latency-rate for --latency-duration (default 30s,
+or 3 commit intervals if longer): from the producer's clock to the moment a
 read_committed (bare, eos, kstreams) or read_uncommitted (baseline)
-consumer of the output sees the record. The sweep covers every --intervals
+consumer of the output sees the record. p50, p99 and p99.9 are printed with
+the sample count; a quantile with fewer than ten samples above it (1,000
+samples for a p99, 10,000 for a p99.9) shows "few" instead of a number.
+
+Throughput has one clock for every mode, eos included: the run's group's
+committed offsets on the backlog, read from the broker every 25 ms; rec/s
+is the records committed between the moments they passed 10% and 90% of
+the backlog over the time between them, so start-up (a JVM's, a group
+join) and the idle tail do not count. The copier's own figure from its
+commit events stays in the JSON as event_rps. The sweep covers every --intervals
 x --sizes cell; each cell reports, per mode, medians over rounds of
 throughput, commit stalls (p50/p99 of flush + offset commit + EndTxn), the
 share of time spent committing, end-to-end latency and CPU seconds per
@@ -86,11 +104,13 @@ million records, and the eos/baseline, eos/bare and eos/kstreams ratios
 spread. --eos-idempotency-key=false runs eos without its
 per-record idempotency-key header, to measure what the header costs.
 
-The broker is embedded unless --brokers is given explicitly; it injects
---rtt (default 1ms) per response, because loopback round trips are
-microseconds and hide the very cost being measured. Against --brokers the
-benchmark creates uniquely named topics and groups (eosbench-<random>-...) and
-deletes them at the end.
+Brokers follow the rules of every command: --brokers, else EOSCTL_BROKERS;
+only when neither names any does the bench start an embedded broker, which
+injects --rtt (default 1ms) per response, because loopback round trips are
+microseconds and hide the very cost being measured. The table's first line
+says which brokers ran and where they were named. Against real brokers the
+benchmark creates uniquely named topics and groups (eosbench-<random>-...)
+and deletes them at the end.
 
 Copiers run as child processes of this binary (eos as "eosctl run", the
 others as "eosctl bench baseline" and "eosctl bench bare"), so their CPU and peak RSS are their
@@ -106,17 +126,19 @@ with Kafka Streams in one command. Every setting is checked for both before
 either runs.
 
 --topology aggregate (modes eos and kstreams only, eos alone by default; no
---sizes) runs the aggregate topology under verify.AggregateConfig on
-verify.AggregateInput:
+--sizes) runs the aggregate topology under aggcheck.Config on
+aggcheck.Input:
 --records regular orders (default 200,000, at most 600,000) with late
 records and poison pills. After the drain, heartbeats close every window
-and verify.JudgeAggregate must find every window's result and every dead
+and aggcheck.Judge must find every window's result and every dead
 letter exactly once. rec/s counts input records until the group has
 consumed the input and the repartition topic; there is no latency phase
 (a result is written when its window closes, ten minutes of event time
 later), so e2e shows "-".
 
-Output: a progress bar on a terminal, a table at the end, and on request
+Output: a progress bar on a terminal, a table at the end of the essential
+columns (--wide for every column: ratio spreads, txn/s, flush, overhead,
+e2e max), and on request
 --json (every figure, every run, and the parameters: machine, Go version,
 broker kind, RTT), --csv (one row per cell) and --chart (SVG or PNG by
 extension; repeatable).`,
@@ -131,6 +153,8 @@ extension; repeatable).`,
   eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000
   # the aggregate (count/sum/min/max/avg per user per 5 s window), both outputs judged window by window:
   eosctl --brokers 127.0.0.1:9092 bench --topology aggregate --modes eos,kstreams --intervals 100ms --records 500000 --repeat 3
+  # the same with and without eos's pre-aggregation: the design and the engine apart
+  EOSCTL_BROKERS=127.0.0.1:9092 eosctl bench --topology aggregate --modes eos,eos-nopreagg,kstreams --intervals 100ms --repeat 3
   eosctl --brokers 127.0.0.1:9092 bench --topology passthrough,aggregate --modes eos,kstreams --intervals 100ms --records 300000 --repeat 3 --latency-rate 1000 --json kstreams.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -179,9 +203,13 @@ extension; repeatable).`,
 				cfg.Records = 0 // sized per record size
 			}
 			cfg.RTT = rtt
-			if cmd.Flag("brokers").Changed {
+			// The broker rules of every command: --brokers, else
+			// EOSCTL_BROKERS; the embedded broker only when neither names
+			// one.
+			from := brokersFrom(cmd)
+			if from != "" {
 				if changed("rtt") && rtt > 0 {
-					return usage(fmt.Errorf("--rtt is injected by the embedded broker; it cannot be used with --brokers"))
+					return usage(fmt.Errorf("--rtt is injected by the embedded broker; it cannot be used with brokers named by %s", from))
 				}
 				if cfg.Brokers, err = g.seeds(); err != nil {
 					return err
@@ -253,12 +281,17 @@ extension; repeatable).`,
 					return err
 				}
 				rep.Params.Command = "eosctl " + strings.Join(os.Args[1:], " ")
+				rep.Params.BrokersFrom = from
 				if !noTable {
 					if i > 0 {
 						fmt.Println()
 					}
 					var table strings.Builder
-					if err := bench.WriteTable(&table, rep); err != nil {
+					write := bench.WriteTable
+					if wide {
+						write = bench.WriteWideTable
+					}
+					if err := write(&table, rep); err != nil {
 						return err
 					}
 					fmt.Print(inFlagNames(table.String()))
@@ -271,7 +304,7 @@ extension; repeatable).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order: baseline, bare, eos, kstreams (Kafka Streams; --brokers only); eos alone by default for --topology aggregate")
+	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order in round 1 (rotated by one each round): baseline, bare, eos, eos-nopreagg (aggregate only), kstreams (Kafka Streams; real brokers only); eos alone by default for --topology aggregate")
 	f.BoolVar(&eosIdemKey, "eos-idempotency-key", true, "run eos with its idempotency-key header (false: without, as eosctl run --idempotency-key=false)")
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
 	f.StringVar(&sizes, "sizes", "", "record value sizes to sweep, in bytes, comma-separated (default 100,1024; none with --topology aggregate, whose input has its own records)")
@@ -284,13 +317,14 @@ extension; repeatable).`,
 	f.Var(percentFlag{v: &overheadBudget}, "eos-overhead-budget", "for auto intervals: the share of wall time commits may take, in percent (default 3%)")
 	f.DurationVar(&maxCommitInterval, "max-commit-interval", 0, "for auto intervals: the longest interval auto may choose (default 5s)")
 	f.IntVar(&latencyRate, "latency-rate", 10_000, "records per second of the latency phase; keep it well under both modes' throughput")
-	f.DurationVar(&latencyDuration, "latency-duration", 0, "how long the latency phase produces (default: max(1s, 3 commit intervals))")
+	f.DurationVar(&latencyDuration, "latency-duration", 0, "how long the latency phase produces at --latency-rate (default: max(30s, 3 commit intervals))")
 	f.BoolVar(&inProcess, "in-process", false, "run the copiers as goroutines of this process, next to the embedded broker")
 	f.DurationVar(&runTimeout, "run-timeout", 2*time.Minute, "limit for each phase of a run")
 	f.StringVar(&cfg.JSONPath, "json", "", "write every figure and the run's parameters as JSON to this file")
 	f.StringVar(&cfg.CSVPath, "csv", "", "write one row per cell as CSV to this file")
 	f.StringArrayVar(&cfg.ChartPaths, "chart", nil, "write a chart of throughput and loss against commit interval; .svg or .png, repeatable")
 	f.BoolVar(&noTable, "no-table", false, "do not print the table")
+	f.BoolVar(&wide, "wide", false, "print every column (ratio spreads, txn/s, flush, overhead, e2e max), not only the essential ones; the JSON has every figure")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --in-process: copiers and broker) to this file")
 	cmd.AddCommand(newBenchBaselineCmd(g), newBenchBareCmd(g))
 	return cmd

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eosctl/eos/internal/chaos"
+	"github.com/eosctl/eos/cmd/eosctl/internal/chaos"
 	"github.com/eosctl/eos/internal/kafkacluster"
 	"github.com/eosctl/eos/internal/seed"
 	"github.com/spf13/cobra"
@@ -48,7 +48,7 @@ Central's jars (Java 17+ and Maven needed; the jars are cached in
 delayed responses and the network partition. There the broker faults are
 real: nodes SIGKILLed at arbitrary instants, the transaction coordinator's
 node lost, leaders moved by reassignment and election.
-The tables it prints are the ones in RELIABILITY.md. "go test ./internal/chaos/" runs
+The tables it prints are the ones in RELIABILITY.md. "go test ./cmd/eosctl/internal/chaos/" runs
 the same scenarios in a short form. Exits 1 if any scenario fails.`,
 		Example: `  eosctl chaos
   eosctl chaos --scenario aggregate

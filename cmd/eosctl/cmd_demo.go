@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eosctl/eos/internal/demo"
+	"github.com/eosctl/eos/cmd/eosctl/internal/demo"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/spf13/cobra"
 )
@@ -60,7 +60,7 @@ Exits 0 when the scenario showed what it is meant to show.`,
 				return err
 			}
 			cfg.Logger = log
-			if cmd.Flags().Changed("brokers") || os.Getenv("EOSCTL_BROKERS") != "" {
+			if brokersFrom(cmd) != "" {
 				if cfg.Brokers, err = g.seeds(); err != nil {
 					return err
 				}

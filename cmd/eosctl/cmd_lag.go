@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,7 +40,11 @@ of --topics), in the style of rpk group describe:
 with totals. HWM-based tools (kafka-consumer-groups.sh, Burrow, most
 exporters) report HWM - COMMITTED, which counts records a read_committed
 group cannot read and so hides a stuck LSO. --watch repeats every
---interval until interrupted.`,
+--interval until interrupted.
+
+An error the cluster says is temporary (COORDINATOR_NOT_AVAILABLE while a
+cluster that has just started creates __consumer_offsets, a leader moving)
+is retried for up to --timeout; if it lasts, lag says what it means.`,
 		Example: `  eosctl lag --group copy
   eosctl lag --group copy --topics in --watch --interval 1s
   eosctl lag --group copy --json`,
@@ -58,7 +63,11 @@ group cannot read and so hides a stuck LSO. --watch repeats every
 			out := cmd.OutOrStdout()
 			clear := watch && !asJSON && isTerminal(os.Stdout)
 			for first := true; ; first = false {
-				gl, err := inspect.Lag(ctx, c.adm, group, topics...)
+				// Retriable errors (a coordinator not available yet on a
+				// cluster that just started) are retried within --timeout.
+				lctx, cancel := context.WithTimeout(ctx, g.timeout)
+				gl, err := inspect.Lag(lctx, c.adm, group, topics...)
+				cancel()
 				if err != nil {
 					if !first && ctx.Err() != nil {
 						return nil

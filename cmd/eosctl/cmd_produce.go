@@ -12,18 +12,40 @@ import (
 
 func newProduceCmd(g *globals) *cobra.Command {
 	var cfg datagen.Config
+	var lines string
 	cmd := &cobra.Command{
 		Use:   "produce --topic TOPIC --count N",
 		Short: "Write N test records with an idempotent producer",
 		Long: `Creates TOPIC if it is missing and writes N records with an idempotent
-producer (acks=all). Record i has key "i" (decimal, 0..N-1) and a JSON value
-{"seq": i, "ts": <unix ms>, "user": "user-07", "amount": 12.3, "pad": "..."}
-padded to exactly --size bytes. These are the records "eosctl verify" checks
-the output against.`,
+producer (acks=all). Record i has key "i" (a decimal sequence number) and a
+JSON value {"seq": i, "ts": <unix ms>, "user": "user-07", "amount": 12.3,
+"pad": "..."} padded to exactly --size bytes. These are the records "eosctl
+verify" checks the output against, key by key.
+
+Into a new or empty topic the keys are 0..N-1. Into a topic that already
+holds records, produce continues after the highest key there (it reads the
+last records of each partition), so running it again, or after an
+interrupted run, adds N new keys and never repeats one: a copy still
+verifies as exactly once.
+
+--lines FILE ("-": standard input) writes the lines of a text file instead,
+one record per line (empty lines too), with the same keys: text for the
+wordcount topology.`,
 		Example: `  eosctl produce --topic in --count 1000000
+  eosctl produce --topic lines --lines README.md
   eosctl produce --topic in --count 10000 --size 1024 --partitions 12 --rate 5000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case lines != "" && (cmd.Flags().Changed("count") || cmd.Flags().Changed("size")):
+				return usage(fmt.Errorf("--lines writes one record per line of %s: it takes neither --count nor --size", lines))
+			case lines == "" && !cmd.Flags().Changed("count"):
+				return usage(fmt.Errorf("required flag \"count\" not set (or --lines FILE)"))
+			case lines != "":
+				if err := readLines(lines, &cfg); err != nil {
+					return err
+				}
+			}
 			if err := cfg.Validate(); err != nil {
 				return usage(err)
 			}
@@ -51,18 +73,41 @@ the output against.`,
 				return err
 			}
 			secs := res.Elapsed.Seconds()
-			fmt.Printf("produced %d records (%d bytes) to %s (%d partitions) in %.2fs: %.0f records/s\n",
-				res.Records, res.Bytes, cfg.Topic, res.Partitions, secs, float64(res.Records)/max(secs, 1e-9))
+			fmt.Printf("produced %d records (keys %d..%d, %d bytes) to %s (%d partitions) in %.2fs: %.0f records/s\n",
+				res.Records, res.FirstKey, res.FirstKey+res.Records-1, res.Bytes, cfg.Topic, res.Partitions, secs, float64(res.Records)/max(secs, 1e-9))
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Topic, "topic", "", "topic to write to (required; created if missing)")
-	f.Int64Var(&cfg.Count, "count", 0, "number of records (required)")
+	f.Int64Var(&cfg.Count, "count", 0, "number of records (required, unless --lines)")
+	f.StringVar(&lines, "lines", "", "write the lines of this text file (\"-\": standard input), one record each, instead of --count JSON records")
 	f.IntVar(&cfg.Size, "size", 100, "size of each record value in bytes")
 	f.Int32Var(&cfg.Partitions, "partitions", 6, "partitions if the topic is created")
 	f.IntVar(&cfg.Rate, "rate", 0, "records per second (0: as fast as possible)")
 	_ = cmd.MarkFlagRequired("topic")
-	_ = cmd.MarkFlagRequired("count")
 	return cmd
+}
+
+// readLines sets cfg's values and count to the lines of the file name
+// ("-": standard input).
+func readLines(name string, cfg *datagen.Config) error {
+	r := os.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return usage(fmt.Errorf("--lines: %w", err))
+		}
+		defer f.Close()
+		r = f
+	}
+	values, err := datagen.Lines(r)
+	if err != nil {
+		return err
+	}
+	if len(values) == 0 {
+		return usage(fmt.Errorf("--lines: %s has no lines", name))
+	}
+	cfg.Values, cfg.Count = values, int64(len(values))
+	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/eosctl/eos/internal/quickstart"
+	"github.com/eosctl/eos/cmd/eosctl/internal/quickstart"
 	"github.com/spf13/cobra"
 )
 

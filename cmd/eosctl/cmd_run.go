@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/gctune"
 	"github.com/eosctl/eos/internal/testhook"
 	"github.com/eosctl/eos/pipeline"
@@ -129,7 +130,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 			var started atomic.Bool
 			cfg.OnEvent = pipeline.Chain(cfg.OnEvent, func(ev pipeline.Event) {
 				if ev.Kind == pipeline.EventStarted && !started.Swap(true) {
-					cfg.Logger.Info("worker started", "topology", t.Name, "transactional_id", cfg.App+"-"+cfg.Instance, "inputs", cfg.Inputs, "output", cfg.Output, "metrics", exp.url())
+					cfg.Logger.Info("worker started", "topology", t.Name, "transactional_id", fencing.ID(cfg.App, cfg.Instance), "inputs", cfg.Inputs, "output", cfg.Output, "metrics", exp.url())
 				}
 			})
 			exp, err = mopts.wire(&cfg)

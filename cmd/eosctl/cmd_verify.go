@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -12,6 +13,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// unknownGroupAfter is how long verify --wait-caught-up waits for a group
+// nobody has joined before it says the group does not exist: long enough
+// for workers started with verify (or just after it) to join.
+const unknownGroupAfter = 10 * time.Second
+
 func newVerifyCmd(g *globals) *cobra.Command {
 	var cfg verify.Config
 	var asJSON bool
@@ -21,7 +27,9 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Short: "Check with read_committed that every input record is in the output exactly once",
 		Long: `Reads both topics from the beginning to their last stable offset with
 isolation.level=read_committed, as a downstream consumer would, and compares
-them by key (the decimal sequence numbers "eosctl produce" writes). Reports
+them by key (the decimal sequence numbers "eosctl produce" writes; a second
+produce into the input continues the sequence, so its records are judged
+like the first ones). Reports
 the input and output counts, duplicates, missing keys, unexpected keys and
 per-partition order violations (records of one input partition that appear
 out of input order within an output partition).
@@ -38,7 +46,9 @@ reports their backlog as missing. --wait-caught-up APP first waits (up to
 --timeout) until the consumer group APP has committed all of the input, as
 "eosctl lag --group APP" showing 0 would tell, and no transaction is left
 open on the output (on Apache Kafka a commit's markers reach the output a
-moment after the group's offsets show it).
+moment after the group's offsets show it). A group that no worker has
+joined within 10s and that has no committed offsets does not exist (a
+mistyped --app): verify then says so and exits 2.
 
 Exits 0 only when every input key is in the output exactly once and nothing
 else is; 1 with the first offending keys otherwise.`,
@@ -60,8 +70,14 @@ else is; 1 with the first offending keys otherwise.`,
 			// The output is checked after the wait: workers started just
 			// before verify create it when they first commit.
 			if _, err = admin.Partitions(ctx, c.cl, cfg.Input); err == nil && group != "" {
-				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s)\n", group, cfg.Input, cfg.Timeout)
-				err = committed.WaitCaughtUp(ctx, c.opts, committed.Wait{Group: group, Topics: []string{cfg.Input}, Outputs: []string{cfg.Output}, Within: cfg.Timeout})
+				fmt.Fprintf(os.Stderr, "waiting for group %s to catch up on %s (at most %s; %s if no worker joins the group)\n", group, cfg.Input, cfg.Timeout, unknownGroupAfter)
+				err = committed.WaitCaughtUp(ctx, c.opts, committed.Wait{Group: group, Topics: []string{cfg.Input}, Outputs: []string{cfg.Output}, Within: cfg.Timeout,
+					UnknownGroupAfter: unknownGroupAfter, UnknownGroup: func() {
+						fmt.Fprintf(os.Stderr, "group %s does not exist (no worker has joined it, it has committed nothing): waiting %s for a worker to join it\n", group, unknownGroupAfter)
+					}})
+				if errors.Is(err, committed.ErrUnknownGroup) {
+					err = usage(fmt.Errorf("%w: --wait-caught-up takes the consumer group of the workers, their --app (\"eosctl lag --group APP\" shows one); nothing was verified", err))
+				}
 				if ctx.Err() != nil {
 					err = flagError{msg: fmt.Sprintf("interrupted while waiting for group %s to catch up on %s: nothing was verified", group, cfg.Input), err: ctx.Err()}
 				}
@@ -73,7 +89,13 @@ else is; 1 with the first offending keys otherwise.`,
 			if err != nil {
 				return err
 			}
+			cfg.Reading = func(in, out int64) {
+				fmt.Fprintf(os.Stderr, "reading %d offsets of %s and %d of %s to their last stable offsets (at most %s)\n", in, cfg.Input, out, cfg.Output, cfg.Timeout)
+			}
 			rep, err := verify.Run(ctx, c.opts, cfg)
+			if err != nil && ctx.Err() != nil {
+				return flagError{msg: fmt.Sprintf("interrupted while reading %s and %s: nothing was verified", cfg.Input, cfg.Output), err: ctx.Err()}
+			}
 			if err != nil {
 				return err
 			}

@@ -41,7 +41,7 @@ var settingFlags = map[string]string{
 	"bench.Config.Workers":               "--workers",
 	"bench.Config.Repeat":                "--repeat",
 	"bench.Config.RTT":                   "--rtt",
-	"bench.Config.Brokers":               "--brokers",
+	"bench.Config.Brokers":               "--brokers or EOSCTL_BROKERS",
 	"bench.Config.InProcess":             "--in-process",
 	"bench.Config.OverheadBudget":        "--eos-overhead-budget",
 	"bench.Config.MaxCommitInterval":     "--max-commit-interval",
@@ -56,6 +56,7 @@ var settingFlags = map[string]string{
 	"bench.Config.JSONPath":              "--json",
 	"bench.Config.CSVPath":               "--csv",
 	"bench.Config.ChartPaths":            "--chart",
+	"bench.WriteWideTable":               "--wide",
 	"topologies.Options.Config":          "--config",
 }
 

@@ -6,9 +6,7 @@ import (
 	"strings"
 
 	"github.com/eosctl/eos"
-	"github.com/eosctl/eos/fencing"
-	"github.com/eosctl/eos/sink"
-	"github.com/eosctl/eos/txn"
+	"github.com/eosctl/eos/internal/txn"
 )
 
 // Exit codes, documented in docs/cli.md and in `eosctl --help`.
@@ -30,10 +28,14 @@ const (
 // usageError marks errors caused by the command line itself.
 type usageError struct{ err error }
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func (e usageError) Error() string        { return e.err.Error() }
+func (e usageError) Unwrap() error        { return e.err }
+func (e usageError) Is(target error) bool { return target == errUsage }
 
 func usage(err error) error { return usageError{err} }
+
+// errUsage is matched by every usageError.
+var errUsage = errors.New("bad command line")
 
 // verifyFailed is returned by commands whose check failed after running
 // correctly; its message has already been printed.
@@ -41,26 +43,34 @@ type verifyFailed struct{ msg string }
 
 func (e verifyFailed) Error() string { return e.msg }
 
+// exitCodes maps the library's error vocabulary (package eos) and the
+// command's own errors to exit codes: the first match wins, anything else
+// is exitFailure. Fenced comes before the configuration errors because a
+// fenced worker's error can carry a config-shaped cause.
+var exitCodes = []struct {
+	is   error
+	code int
+}{
+	{errDiscrepancies, exitDiscrepancies},
+	{eos.ErrFenced, exitFenced},
+	{errUsage, exitUsage},
+	{eos.ErrConfig, exitUsage},
+	{eos.ErrNoTopic, exitUsage},
+	{eos.ErrAuth, exitAuth},
+	{context.Canceled, exitInterrupted},
+}
+
 func exitCode(err error) int {
-	var ue usageError
-	var fe *fencing.FencedError
-	switch {
-	case err == nil:
+	if err == nil {
 		return exitOK
-	case errors.As(err, new(discrepancies)):
-		return exitDiscrepancies
-	case errors.As(err, &fe):
-		return exitFenced
-	case isFenced(err):
-		return exitFenced
-	case errors.As(err, &ue), errors.Is(err, eos.ErrConfig), errors.Is(err, fencing.ErrInvalidName), errors.Is(err, eos.ErrNoTopic):
-		return exitUsage
-	case errors.Is(err, sink.ErrAuth):
-		return exitAuth
-	case txn.Classify(err) == txn.Auth:
-		return exitAuth
-	case errors.Is(err, context.Canceled):
-		return exitInterrupted
+	}
+	if word := txn.Word(err); word != nil {
+		err = errors.Join(err, word) // a raw Kafka error from franz-go
+	}
+	for _, c := range exitCodes {
+		if errors.Is(err, c.is) {
+			return c.code
+		}
 	}
 	return exitFailure
 }
@@ -68,9 +78,4 @@ func exitCode(err error) int {
 // oneLine keeps error output to one line, as every eosctl error promises.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
-}
-
-func isFenced(err error) bool {
-	_, ok := fencing.IsFenced(err)
-	return ok
 }

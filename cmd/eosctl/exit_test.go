@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/eosctl/eos"
-	"github.com/eosctl/eos/bench"
+	"github.com/eosctl/eos/cmd/eosctl/internal/bench"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/sink"
 )
@@ -99,14 +99,14 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		// bench.Config judges these; the flags are named all the same.
 		{[]string{"bench", "--intervals", "10ms,soon"}, `--intervals: interval "soon": want a duration`},
 		{[]string{"bench", "--sizes", "0"}, "--sizes: record size 0 must be between 1 and"},
-		{[]string{"bench", "--modes", "eos,fast"}, `--modes: mode "fast": want baseline, bare, eos or kstreams`},
+		{[]string{"bench", "--modes", "eos,fast"}, `--modes: mode "fast": want baseline, bare, eos, eos-nopreagg or kstreams`},
 		// Kafka Streams runs against real brokers only, as a JVM child, on passthrough or aggregate.
-		{[]string{"bench", "--modes", "eos,kstreams"}, "--modes: the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (--brokers), not the embedded broker"},
+		{[]string{"bench", "--modes", "eos,kstreams"}, "--modes: the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (--brokers or EOSCTL_BROKERS), not the embedded broker"},
 		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--in-process"}, "--modes: the kstreams mode runs Kafka Streams as a JVM child process; with --in-process"},
 		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--topology", "wordcount"}, "--topology: the bench runs the passthrough and aggregate topologies, whose output it can judge exactly once; wordcount's output has no judge here"},
 		// The aggregate runs in eos and kstreams, on its own input.
 		{[]string{"bench", "--topology", "aggregate", "--modes", "baseline,eos"}, "--modes: the aggregate topology runs in the eos and kstreams modes only; the baseline mode is a stateless copy loop"},
-		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--sizes", "100"}, "--sizes: the aggregate topology's input is verify.AggregateInput's JSON orders"},
+		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--sizes", "100"}, "--sizes: the aggregate topology's input is aggcheck.Input's JSON orders"},
 		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--records", "600001"}, "--records: the aggregate input holds at most 600000 regular records"},
 		{[]string{"bench", "--topology", "nosuch"}, `--topology: unknown topology "nosuch"`},
 		{[]string{"bench", "--latency-duration", "-1s"}, "--latency-duration: must not be negative, got -1s"},

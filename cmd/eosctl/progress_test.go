@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eosctl/eos/bench"
+	"github.com/eosctl/eos/cmd/eosctl/internal/bench"
 )
 
 // eosctl bench draws its progress with the bar produce uses, one bar per

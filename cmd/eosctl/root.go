@@ -108,6 +108,20 @@ func envOr(key, def string) string {
 	return def
 }
 
+// brokersFrom says where the user named brokers: "--brokers", or
+// "EOSCTL_BROKERS" when only the environment did, or "" when neither did.
+// Commands that can start an embedded broker (bench, demo fencing) start
+// one only then; every other command connects to --brokers' default.
+func brokersFrom(cmd *cobra.Command) string {
+	switch {
+	case cmd.Flags().Changed("brokers"):
+		return "--brokers"
+	case os.Getenv("EOSCTL_BROKERS") != "":
+		return "EOSCTL_BROKERS"
+	}
+	return ""
+}
+
 // seeds returns the --brokers list, validated.
 func (g *globals) seeds() ([]string, error) {
 	out := splitList(g.brokers)

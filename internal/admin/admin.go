@@ -19,8 +19,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ErrUnreachable is wrapped when no broker answers within the timeout.
-var ErrUnreachable = errors.New("brokers unreachable")
+// ErrUnreachable is eos.ErrUnreachable, wrapped when no broker answers
+// within the timeout.
+var ErrUnreachable = eos.ErrUnreachable
 
 // ErrNoTopic is eos.ErrNoTopic, wrapped when a topic a command reads from
 // does not exist.

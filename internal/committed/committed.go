@@ -234,20 +234,58 @@ type Wait struct {
 	// short, the last transaction's). OpenTransactions waives this too.
 	Outputs []string
 
+	// UnknownGroupAfter, if positive, bounds how long Group may stay
+	// unknown to the cluster (not listed by ListGroups: no member has
+	// joined it and it holds no committed offsets) before WaitCaughtUp
+	// fails with ErrUnknownGroup instead of waiting out Within: a
+	// mistyped group never catches up. It is a grace, not zero, because
+	// a worker started just before or after the wait has not joined yet.
+	// Zero waits for the group for all of Within.
+	UnknownGroupAfter time.Duration
+	// UnknownGroup, if set with UnknownGroupAfter, is called once, as
+	// soon as the group is found unknown: a command says so at once
+	// rather than only when the grace is over.
+	UnknownGroup func()
+
 	// afterGroupOffsets, if set, runs between reading the group's
 	// offsets and the topics': a test's way into the race that order
 	// closes.
 	afterGroupOffsets func()
 }
 
+// ErrUnknownGroup is WaitCaughtUp's error when Wait.Group stayed unknown to
+// the cluster for Wait.UnknownGroupAfter.
+var ErrUnknownGroup = errors.New("does not exist")
+
+// groupListed reports whether the cluster lists group, in any state and of
+// any protocol: a group exists from its first member's join or its first
+// offset commit.
+func groupListed(ctx context.Context, opts []kgo.Opt, group string) (bool, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return false, fmt.Errorf("committed: creating client: %w", err)
+	}
+	defer cl.Close()
+	listed, err := kadm.NewClient(cl).ListGroups(ctx)
+	if err != nil {
+		return false, fmt.Errorf("committed: listing groups: %w", err)
+	}
+	_, ok := listed[group]
+	return ok, nil
+}
+
 // WaitCaughtUp polls until w.Group has consumed everything committed in
 // w.Topics (see [CaughtUp]), for up to w.Within, and says on timeout where
-// it stood. It is the one wait every caller uses: a lag of zero against
-// the last stable offset alone may never come on a repartition topic (a
-// group stays a marker short), and may come too early on Apache Kafka,
-// whose group offsets can show before a partition's commit marker.
+// it stood; with w.UnknownGroupAfter it fails sooner, with ErrUnknownGroup,
+// for a group nobody joins. It is the one wait every caller uses: a lag of
+// zero against the last stable offset alone may never come on a repartition
+// topic (a group stays a marker short), and may come too early on Apache
+// Kafka, whose group offsets can show before a partition's commit marker.
 func WaitCaughtUp(ctx context.Context, opts []kgo.Opt, w Wait) error {
-	deadline := time.Now().Add(w.Within)
+	start := time.Now()
+	deadline := start.Add(w.Within)
+	known := w.Group == "" || w.UnknownGroupAfter <= 0 // no need to look
+	told := false                                      // UnknownGroup was called
 	what := fmt.Sprintf("group %s did not catch up on %v", w.Group, w.Topics)
 	switch {
 	case len(w.Topics) == 0:
@@ -259,6 +297,18 @@ func WaitCaughtUp(ctx context.Context, opts []kgo.Opt, w Wait) error {
 		ok, err := caughtUp(ctx, opts, w)
 		if err == nil && ok {
 			return nil
+		}
+		if !known {
+			var lerr error
+			if known, lerr = groupListed(ctx, opts, w.Group); lerr == nil && !known {
+				if time.Since(start) >= w.UnknownGroupAfter {
+					return fmt.Errorf("committed: group %q %w after %s: no member has joined it and it has committed no offsets", w.Group, ErrUnknownGroup, w.UnknownGroupAfter)
+				}
+				if w.UnknownGroup != nil && !told {
+					told = true
+					w.UnknownGroup()
+				}
+			}
 		}
 		if time.Now().After(deadline) {
 			if err != nil {

@@ -1,11 +1,14 @@
 // Package datagen writes the deterministic test records that the exactly-once
 // pipelines consume and that package verify judges.
 //
-// Record i (0 <= i < Count) has key strconv.FormatInt(i, 10), a JSON value
+// Record i has key strconv.FormatInt(i, 10), a JSON value
 // built by [Value], and the event time that is also in the value as its
 // timestamp. Everything except the timestamp is a pure function of i ([User],
 // [Amount]), so downstream reference computations can recompute what a
-// pipeline should have produced without reading the input back.
+// pipeline should have produced without reading the input back. The first
+// Produce into a topic writes keys 0 through Count-1; a later one continues
+// after the highest key the topic holds (see [NextKey]), so that every key
+// of a topic is written once however often Produce runs.
 package datagen
 
 import (
@@ -27,8 +30,15 @@ import (
 type Config struct {
 	// Topic is the topic to write to. It is created if missing.
 	Topic string
-	// Count is the number of records to write, keys 0 through Count-1.
+	// Count is the number of records to write: keys 0 through Count-1
+	// into a new or empty topic, the next Count keys after the highest
+	// one already there otherwise (see [NextKey]).
 	Count int64
+	// Values, if set, are the record values to write instead of [Value]'s
+	// JSON, in order (one per line of a text file, say); Count must then
+	// be len(Values) and Size is not used. Keys are the same sequence
+	// numbers, so verify judges a copy of them as of any other input.
+	Values [][]byte
 	// Size is the exact size in bytes of every record value, see [Value].
 	// If it is smaller than a record's minimal encoding the value is not
 	// padded; 0 therefore means minimal values.
@@ -58,6 +68,9 @@ type Result struct {
 	Partitions int32 `json:"partitions"`
 	// Created reports whether Produce created the topic.
 	Created bool `json:"created"`
+	// FirstKey is the key of the first record written: 0 unless the
+	// topic already held datagen records, see [NextKey].
+	FirstKey int64 `json:"first_key"`
 }
 
 // Validate reports the first problem with c, before anything is written.
@@ -66,6 +79,8 @@ func (c Config) Validate() error {
 		return eos.BadConfig("datagen.Config.Topic", "%w", err)
 	}
 	switch {
+	case c.Values != nil && c.Count != int64(len(c.Values)):
+		return eos.BadConfig("datagen.Config.Count", "must be len(Values), %d, got %d", len(c.Values), c.Count)
 	case c.Count <= 0:
 		return eos.BadConfig("datagen.Config.Count", "must be positive, got %d", c.Count)
 	case c.Size < 0:
@@ -92,8 +107,9 @@ func (c Config) Validate() error {
 // If the topic does not exist it is created with cfg.Partitions partitions
 // and the broker's default replication factor. If it exists, it is used as
 // is, whatever its partition count, and records are appended after anything
-// already in it; a second Produce to the same topic therefore writes every
-// key a second time, which verify will report as duplicated input.
+// already in it, continuing the key sequence after the highest key it holds
+// ([NextKey]): a second Produce adds new keys, which a pipeline copies and
+// verify judges like the first ones, never a second copy of a key.
 //
 // Buffering is bounded by the client's MaxBufferedRecords: Produce blocks
 // when that many records are in flight. The first failed record stops
@@ -109,6 +125,11 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 	res.Partitions, res.Created, err = admin.EnsureTopic(ctx, cl, cfg.Topic, cfg.Partitions, nil)
 	if err != nil {
 		return res, err
+	}
+	if !res.Created {
+		if res.FirstKey, err = NextKey(ctx, cl, cfg.Topic); err != nil {
+			return res, err
+		}
 	}
 
 	pctx, cancel := context.WithCancel(ctx)
@@ -140,16 +161,21 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 	stopProgress := startProgress(cfg.Progress, &acked, cfg.Count)
 	start := time.Now()
 	pace := newPacer(start, cfg.Rate)
-	var i int64
-	for ; i < cfg.Count && pctx.Err() == nil; i++ {
+	for i := int64(0); i < cfg.Count && pctx.Err() == nil; i++ {
 		if err := pace.wait(pctx, i); err != nil {
 			break
 		}
-		ts := time.Now()
+		ts, key := time.Now(), res.FirstKey+i
+		var value []byte
+		if cfg.Values != nil {
+			value = cfg.Values[i]
+		} else {
+			value = Value(key, ts, cfg.Size)
+		}
 		cl.Produce(pctx, &kgo.Record{
 			Topic:     cfg.Topic,
-			Key:       strconv.AppendInt(nil, i, 10),
-			Value:     Value(i, ts, cfg.Size),
+			Key:       strconv.AppendInt(nil, key, 10),
+			Value:     value,
 			Timestamp: ts,
 		}, promise)
 	}
@@ -179,7 +205,7 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 	case flushErr != nil:
 		return res, fmt.Errorf("datagen: flushing records to %s: %w", cfg.Topic, flushErr)
 	case ctx.Err() != nil: // interrupted; what was written is counted
-		return res, &InterruptedError{Topic: cfg.Topic, Written: res.Records, Count: cfg.Count, Err: ctx.Err()}
+		return res, &InterruptedError{Topic: cfg.Topic, Written: res.Records, Count: cfg.Count, FirstKey: res.FirstKey, Err: ctx.Err()}
 	}
 	return res, nil
 }
@@ -189,17 +215,18 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 const flushAfterInterrupt = 10 * time.Second
 
 // InterruptedError is Produce's error when its context ends first: it says
-// what was written, because a rerun starts again at key 0 and so appends
-// keys the topic already has.
+// what was written, and that a rerun continues after the highest key
+// written, so that the user can top the topic up without repeating a key.
 type InterruptedError struct {
 	Topic          string
 	Written, Count int64
+	FirstKey       int64 // the key the interrupted Produce started at
 	Err            error // the context's error
 }
 
 func (e *InterruptedError) Error() string {
-	return fmt.Sprintf("interrupted after writing %s of %s records to %s; writing again starts at key 0 and appends keys that are already there",
-		thousands(e.Written), thousands(e.Count), e.Topic)
+	return fmt.Sprintf("interrupted after writing %s of %s records to %s (from key %d); producing again continues after the highest key written, repeating none",
+		thousands(e.Written), thousands(e.Count), e.Topic, e.FirstKey)
 }
 
 func (e *InterruptedError) Unwrap() error { return e.Err }

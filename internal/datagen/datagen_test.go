@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -135,20 +136,33 @@ func TestProduceReadBack(t *testing.T) {
 
 // A second Produce keeps the existing topic, whatever its partition count,
 // and appends.
-func TestProduceExistingTopic(t *testing.T) {
+// A second Produce into a topic continues the key sequence, so that a copy
+// of the topic verifies as exactly once rather than as duplicated keys.
+func TestProduceAgainContinuesTheKeySequence(t *testing.T) {
 	ctx := testContext(t)
 	c := newCluster(t, kfake.SeedTopics(2, "in"))
 	cl := newClient(t, c)
-	for range 2 {
+	for run := range int64(3) {
 		res, err := Produce(ctx, cl, Config{Topic: "in", Count: 10, Partitions: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Created || res.Partitions != 2 || res.Records != 10 {
-			t.Fatalf("result %+v, want 10 records to the existing 2-partition topic", res)
+		if res.Created || res.Partitions != 2 || res.Records != 10 || res.FirstKey != 10*run {
+			t.Fatalf("run %d: result %+v, want 10 records from key %d to the existing 2-partition topic", run, res, 10*run)
 		}
 	}
-	readAll(t, ctx, c, "in", 20)
+	seen := map[string]int{}
+	for _, r := range readAll(t, ctx, c, "in", 30) {
+		seen[string(r.Key)]++
+	}
+	for k := range 30 {
+		if n := seen[strconv.Itoa(k)]; n != 1 {
+			t.Errorf("key %d written %d times, want once", k, n)
+		}
+	}
+	if len(seen) != 30 {
+		t.Errorf("%d distinct keys, want 30", len(seen))
+	}
 }
 
 // A small rate still completes; the rate itself is not timed.
@@ -253,5 +267,36 @@ func TestUserAmount(t *testing.T) {
 	}
 	if Amount(1) != 91.9 {
 		t.Errorf("Amount(1) = %v, want 91.9", Amount(1))
+	}
+}
+
+// Every line is one record, empty lines and a last line without a newline
+// included, so that no text is dropped; keys continue the sequence.
+func TestProduceLines(t *testing.T) {
+	lines, err := Lines(strings.NewReader("the quick fox\r\n\nlazy dog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%q", lines); got != `["the quick fox" "" "lazy dog"]` {
+		t.Fatalf("Lines = %s", got)
+	}
+	ctx := testContext(t)
+	c := newCluster(t)
+	cl := newClient(t, c)
+	if _, err := Produce(ctx, cl, Config{Topic: "text", Count: 2, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Produce(ctx, cl, Config{Topic: "text", Count: 3, Values: lines, Partitions: 1})
+	if err != nil || res.FirstKey != 2 || res.Records != 3 {
+		t.Fatalf("Produce(lines) = %+v, %v; want 3 records from key 2", res, err)
+	}
+	recs := readAll(t, ctx, c, "text", 5)
+	for i, r := range recs[2:] {
+		if string(r.Key) != strconv.Itoa(i+2) || string(r.Value) != string(lines[i]) {
+			t.Errorf("record %d: key %s value %q, want key %d value %q", i, r.Key, r.Value, i+2, lines[i])
+		}
+	}
+	if err := (Config{Topic: "text", Count: 2, Values: lines, Partitions: 1}).Validate(); err == nil {
+		t.Error("Count 2 with 3 values validated")
 	}
 }

@@ -1,6 +1,9 @@
 package datagen
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"strconv"
 	"time"
 )
@@ -78,4 +81,24 @@ func Value(i int64, ts time.Time, size int) []byte {
 // bytes. It grows with the number of digits in i.
 func MinSize(i int64, ts time.Time) int {
 	return len(Value(i, ts, 0))
+}
+
+// Lines reads r to its end and returns its lines, without their line
+// endings ("\n" or "\r\n"), as record values for Config.Values: every line
+// is one record, empty lines too, so that nothing of the text is dropped.
+// A last line without a line ending counts; an empty r has no lines.
+func Lines(r io.Reader) ([][]byte, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("datagen: reading lines: %w", err)
+	}
+	if len(data) == 0 {
+		return nil, nil
+	}
+	data = bytes.TrimSuffix(data, []byte("\n"))
+	lines := bytes.Split(data, []byte("\n"))
+	for i, l := range lines {
+		lines[i] = bytes.TrimSuffix(l, []byte("\r"))
+	}
+	return lines, nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,21 +71,84 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	// Free ports are free when chosen and bound by a JVM seconds later;
 	// another process can take one in between. A start that failed so is
 	// tried again with new ports.
+	// Only ports the launcher chose are chosen again: the INTERNAL and
+	// CONTROLLER ports always, the CLIENT ports unless Config.Ports names
+	// them. A taken port of Config.Ports is the caller's to change.
 	for attempt := 1; ; attempt++ {
 		c := &Cluster{cfg: cfg, classpath: classpath}
 		err := c.launch(ctx)
 		if err == nil {
 			return c, nil
 		}
-		if !errors.Is(err, errPortTaken) || len(cfg.Ports) > 0 || attempt == 3 {
+		var taken *PortTakenError
+		if !errors.As(err, &taken) || taken.Given || attempt == maxAttempts {
 			return nil, err
 		}
-		cfg.Logf("a port was taken while the nodes started; starting again on new ports")
+		cfg.Logf("%v; starting again on new ports", err)
 	}
 }
 
-// errPortTaken marks a start that failed because a node could not bind.
-var errPortTaken = errors.New("a port was taken")
+// maxAttempts bounds the starts that a taken port repeats.
+const maxAttempts = 3
+
+// PortTakenError is Start's error when a node could not bind one of its
+// ports (Kafka's "Socket server failed to bind to HOST:PORT: Address already
+// in use"): another process held it, or took it between the launcher
+// choosing it and the JVM binding it (an outgoing connection's ephemeral
+// port can be any free port in the kernel's ephemeral range).
+type PortTakenError struct {
+	Node  int32
+	Port  int
+	Given bool   // the port is one of Config.Ports, which Start never changes
+	Line  string // the node's log line that says so
+	Log   string // the node's log file
+	// Ephemeral is the kernel's ephemeral port range when Port lies in it
+	// (a port there can be taken by any outgoing connection), else zero.
+	Ephemeral [2]int
+}
+
+func (e *PortTakenError) Error() string {
+	msg := fmt.Sprintf("kafkacluster: node %d could not bind port %d: %s (%s)", e.Node, e.Port, e.Line, e.Log)
+	if e.Given {
+		msg += fmt.Sprintf("; port %d is one of Config.Ports: free it or choose another", e.Port)
+		if e.Ephemeral != [2]int{} {
+			msg += fmt.Sprintf(" below the kernel's ephemeral port range %d-%d, from which outgoing connections (the nodes' own too) take their ports", e.Ephemeral[0], e.Ephemeral[1])
+		}
+	}
+	return msg
+}
+
+// bindFailure finds Kafka's bind failure in a node's log: the line and the
+// port it names.
+var bindFailure = regexp.MustCompile(`[^\n]*failed to bind to [^\s]*:(\d+)[^\n]*Address already in use[^\n]*`)
+
+// portTaken returns the PortTakenError of a node whose log tail reports a
+// bind failure, or nil.
+func (c *Cluster) portTaken(n *Node, tail string) *PortTakenError {
+	m := bindFailure.FindStringSubmatch(tail)
+	if m == nil {
+		return nil
+	}
+	port, _ := strconv.Atoi(m[1])
+	e := &PortTakenError{Node: n.ID, Port: port, Given: slices.Contains(c.cfg.Ports, port), Line: strings.TrimPrefix(strings.TrimSpace(m[0]), "Caused by: "), Log: n.LogPath()}
+	if lo, hi, ok := ephemeralRange(); ok && port >= lo && port <= hi {
+		e.Ephemeral = [2]int{lo, hi}
+	}
+	return e
+}
+
+// ephemeralRange is the kernel's range of ports for outgoing connections
+// (Linux's net.ipv4.ip_local_port_range).
+func ephemeralRange() (lo, hi int, ok bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, false
+	}
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
+		return 0, 0, false
+	}
+	return lo, hi, true
+}
 
 // launch lays out, formats and starts c's nodes and waits for them; on
 // error it stops what it started.
@@ -105,6 +169,9 @@ func (c *Cluster) launch(ctx context.Context) (err error) {
 	}()
 	if err := c.layout(); err != nil {
 		return err
+	}
+	if c.cfg.afterLayout != nil {
+		c.cfg.afterLayout(c)
 	}
 	if err := c.format(ctx); err != nil {
 		return err
@@ -270,11 +337,11 @@ func (c *Cluster) WaitReady(ctx context.Context, within time.Duration) error {
 	for {
 		for _, n := range c.nodes {
 			if n.Exited() {
-				tail := n.logTail(20)
-				if strings.Contains(tail, "Address already in use") {
-					return fmt.Errorf("kafkacluster: node %d could not bind its port: %w", n.ID, errPortTaken)
+				tail := n.logTail(200)
+				if e := c.portTaken(n, tail); e != nil {
+					return e
 				}
-				return fmt.Errorf("kafkacluster: node %d exited while starting; its log ends:\n%s", n.ID, tail)
+				return fmt.Errorf("kafkacluster: node %d exited while starting; its log (%s) ends:\n%s", n.ID, n.LogPath(), lastLines(tail, 20))
 			}
 		}
 		err := c.answersMetadata(ctx)
@@ -494,7 +561,7 @@ func (n *Node) logTail(lines int) string {
 
 // freePort asks the kernel for a free TCP port on host. The port is free
 // when asked; a JVM binds it a second later, so another process could take
-// it in between (Start then fails naming the node).
+// it in between (Start then chooses again, see PortTakenError).
 func freePort(host string) (int, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {

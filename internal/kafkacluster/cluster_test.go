@@ -3,8 +3,12 @@ package kafkacluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -115,5 +119,56 @@ func TestDetachedClusterIsStoppedByPID(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, stateFile)); !os.IsNotExist(err) {
 		t.Fatalf("StopDir left %s behind", stateFile)
+	}
+}
+
+// A port taken before a node binds it: one the caller gave (Config.Ports)
+// fails the start naming the port and Kafka's own log line; one the
+// launcher chose (here the CONTROLLER port, beside a given CLIENT port) is
+// chosen again and the cluster starts.
+func TestATakenPortIsNamedOrChosenAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Apache Kafka (a 1-node cluster, three times); runs without -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	hold := func(port int) {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+	}
+	given, err := freePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold(given)
+	_, err = Start(ctx, Config{Nodes: 1, Ports: []int{given}, Heap: "256m", Logf: t.Logf})
+	var taken *PortTakenError
+	if !errors.As(err, &taken) || !taken.Given || taken.Port != given || !strings.Contains(taken.Line, "Address already in use") {
+		t.Fatalf("start on a taken given port: %v; want a PortTakenError naming port %d and the log line", err, given)
+	}
+
+	client, err := freePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	held := false
+	c, err := Start(ctx, Config{Nodes: 1, Ports: []int{client}, Heap: "256m",
+		Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)); t.Logf(f, a...) },
+		afterLayout: func(c *Cluster) {
+			if !held {
+				held = true
+				hold(c.nodes[0].controllerPort)
+			}
+		}})
+	if err != nil {
+		t.Fatalf("start with a taken CONTROLLER port: %v; want it chosen again", err)
+	}
+	defer c.Stop()
+	if !strings.Contains(strings.Join(logs, "\n"), "starting again on new ports") || c.Addrs()[0] != net.JoinHostPort("127.0.0.1", strconv.Itoa(client)) {
+		t.Fatalf("the start did not go again on new ports keeping the client port %d: %v, logs %q", client, c.Addrs(), logs)
 	}
 }

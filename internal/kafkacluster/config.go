@@ -76,6 +76,11 @@ type Config struct {
 	// Logf receives progress lines (resolving, formatting, waiting); nil
 	// discards them.
 	Logf func(format string, args ...any)
+
+	// afterLayout, if set, runs once the ports are chosen, before the
+	// nodes start: a test's way to take one of them, as another process
+	// could.
+	afterLayout func(*Cluster)
 }
 
 func (c Config) withDefaults() Config {

@@ -27,7 +27,8 @@
 //
 // What can go wrong: no java or mvn on PATH (ErrMissingTool names which);
 // Maven Central unreachable (the Maven output is in the error); a port
-// taken between choosing it and the JVM binding it (Start fails, naming the
-// node's log). Processes are stopped by PID: Stop sends SIGTERM and then
+// taken before the JVM binds it (a *PortTakenError with Kafka's log line:
+// a port the launcher chose is chosen again and the start repeated, one of
+// Config.Ports is the caller's to change). Processes are stopped by PID: Stop sends SIGTERM and then
 // SIGKILL after a grace period.
 package kafkacluster

@@ -42,6 +42,11 @@ type Options struct {
 	// AfterPoll, if set, is called after each poll with the number of
 	// offsets read so far, control records included.
 	AfterPoll func(read int64)
+	// Uncommitted reads as a read_uncommitted consumer does, aborted
+	// records included, for a caller that counts what the log holds up to
+	// the high watermark (the fencing demo). Every judgment and restore
+	// reads committed, the default.
+	Uncommitted bool
 }
 
 // Position is how far a partition was read: everything before At.
@@ -90,9 +95,13 @@ func Read(ctx context.Context, opts []kgo.Opt, ranges Ranges, o Options, fn func
 	if remaining == 0 {
 		return nil
 	}
+	isolation := kgo.ReadCommitted()
+	if o.Uncommitted {
+		isolation = kgo.ReadUncommitted()
+	}
 	copts := append(slices.Clip(opts),
 		kgo.ConsumePartitions(consume),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(isolation),
 		kgo.KeepControlRecords(), // markers count towards the position
 	)
 	if o.FetchMaxPartitionBytes > 0 {

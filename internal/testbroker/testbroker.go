@@ -60,7 +60,7 @@ func IsKafka() bool { return FromEnv() == ApacheKafka }
 // hanging-transaction drills.
 var SharedConfigs = map[string]string{
 	"transaction.max.timeout.ms": "3600000",
-	// The aggregate tests' event times are in 2023 (verify.AggregateInput)
+	// The aggregate tests' event times are in 2023 (aggcheck.Input)
 	// and a window's result carries its end as its timestamp, so with
 	// Kafka's default retention.ms (7 days) the retention check, every 5
 	// minutes, deleted output segments between the write and the judge's

@@ -84,7 +84,7 @@ func main() {
 		os.Exit(2)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kafka:", firstLine(err))
+		fmt.Fprintln(os.Stderr, "kafka:", describe(err))
 		if errors.Is(err, kafkacluster.ErrMissingTool) || errors.Is(err, errBadFlag) {
 			os.Exit(2)
 		}
@@ -195,9 +195,19 @@ func parsePorts(s string, nodes int) ([]int, error) {
 	return out, nil
 }
 
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
+// describe is err for the user: a port taken that --ports named says so
+// in flag terms; other errors keep every line (a node's log tail follows
+// "its log ends:").
+func describe(err error) string {
+	var taken *kafkacluster.PortTakenError
+	if errors.As(err, &taken) && taken.Given {
+		msg := fmt.Sprintf("node %d could not bind port %d, which --ports gave it: %s (%s); free the port or choose others with --ports", taken.Node, taken.Port, taken.Line, taken.Log)
+		if taken.Ephemeral != [2]int{} {
+			msg += fmt.Sprintf(", below %d: ports %d-%d are the kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range), which outgoing connections, the nodes' own included, take from at any time", taken.Ephemeral[0], taken.Ephemeral[0], taken.Ephemeral[1])
+		}
+		return msg
+	}
+	return err.Error()
 }
 
 type multi []string

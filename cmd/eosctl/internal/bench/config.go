@@ -1,0 +1,525 @@
+// Package bench measures what exactly-once costs on a given cluster, for
+// eosctl bench and for programs that measure it their own way: it runs the
+// same topology over the same pre-produced input in up to three modes, one
+// after the other, on the same brokers, and reports the differences.
+//
+//   - baseline: an at-least-once copy loop (see RunBaseline): idempotent
+//     producer with acks=all, a read_uncommitted consumer group, and every
+//     commit interval a flush followed by a plain synchronous OffsetCommit.
+//   - bare: the exactly-once copy loop a user would write by hand on a
+//     kgo.GroupTransactSession (see RunBare), without eos's engine: what
+//     the engine costs, or saves, over writing the loop yourself.
+//   - eos: the real worker of package pipeline (transactions,
+//     read_committed, offsets committed inside the transaction).
+//   - kstreams: Kafka Streams 4.4 with processing.guarantee=exactly_once_v2,
+//     the peer application of bench/peers/kstreams (embedded in this
+//     package and built with Maven into the cache on first use), one JVM
+//     per worker; only against Config.Brokers (real Apache Kafka) and for
+//     the passthrough and aggregate topologies. Kafka Streams reports no
+//     commits: its throughput, end-to-end latency, CPU and peak RSS are
+//     measured as the others', but it has no commit timings, commit
+//     overhead or transaction rate. Not in the default modes.
+//   - eos-nopreagg: eos on the aggregate topology with its pre-aggregation
+//     before the repartition topic off (ModeEOSNoPreagg), the algorithm
+//     Kafka Streams runs. Not in the default modes.
+//
+// After each drain the output is read back with read_committed (package
+// verify) and must hold every input record exactly once, in input order per
+// partition; an exactly-once mode that fails the check fails the benchmark.
+//
+// The aggregate topology (Config.Topology "aggregate", modes eos and
+// kstreams only) runs under aggcheck.Config, which the bench writes
+// to a file for the eos workers' --config, on aggcheck.Input; the
+// heartbeats that close the last windows go to a per-run second input once
+// the drain is over, and the judgement is aggcheck.Judge (every
+// window's final result and every dead letter exactly once and exactly
+// right). Its drain ends when the group has consumed the backlog and the
+// repartition topic, as read from the broker, and it has no latency phase:
+// its results appear only when windows close, ten minutes of event time
+// after their end. See aggregate.go.
+//
+// Each run has two phases. In the drain phase the copier consumes a backlog
+// of Config.Records records as fast as it can; throughput, commit timings,
+// commit overhead and CPU come from it. Throughput has one clock for every
+// mode: the run's group's committed offsets on the backlog, read from the
+// broker every 25 ms, between the moments they passed 10% and 90% of the
+// backlog (see clock.go). In the latency phase a producer
+// writes live records at Config.LatencyRate while a consumer of the output
+// (read_committed for eos, read_uncommitted for the baseline) measures how
+// long each took from the producer's clock to the consumer's. Latency is not
+// measured on the backlog: there it would only measure the backlog's age.
+//
+// Runs alternate between the modes (baseline, bare, eos, baseline, ...) and
+// the whole sweep is repeated Config.Repeat times, each round rotating the
+// order of the modes by one (RoundOrder), so that drift on a noisy
+// machine, and running first or last, hits every mode alike; cells report medians over rounds and the
+// ratios as the medians of the per-round eos/baseline and eos/bare ratios,
+// whose runs ran back to back.
+package bench
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/aggcheck"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/eosctl/eos/topologies"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Every error about the configuration is an *eos.ConfigError.
+
+// Mode is one of the ways a run copies its input.
+type Mode string
+
+const (
+	ModeBaseline Mode = "baseline" // at-least-once: idempotent producer, OffsetCommit after a flush
+	ModeBare     Mode = "bare"     // a hand-written GroupTransactSession loop
+	ModeEOS      Mode = "eos"      // the pipeline worker: transactions, read_committed
+	ModeKStreams Mode = "kstreams" // Kafka Streams with exactly_once_v2 (real Apache Kafka only)
+	// ModeEOSNoPreagg is the eos worker running the aggregate topology with
+	// preaggregate: false (see topologies.Aggregate): every record goes
+	// through the repartition topic alone, as in Kafka Streams, so that
+	// eos against Kafka Streams compares the engines on the same algorithm
+	// and eos against eos-nopreagg shows what the combiner is worth.
+	// Aggregate topology only.
+	ModeEOSNoPreagg Mode = "eos-nopreagg"
+)
+
+// isEOS reports whether m runs the eos worker (eosctl run).
+func (m Mode) isEOS() bool { return m == ModeEOS || m == ModeEOSNoPreagg }
+
+// AllModes are the modes in the order a cell runs them by default. The
+// kstreams mode is not among them: it needs real brokers, Java and Maven.
+var AllModes = []Mode{ModeBaseline, ModeBare, ModeEOS}
+
+// knownModes are every mode, in the order a cell runs them by default.
+var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeEOSNoPreagg, ModeKStreams}
+
+// ParseModes parses a comma-separated list such as "baseline,bare,eos" or
+// "baseline,eos,kstreams".
+// The order given is the order a cell runs them in.
+func ParseModes(s string) ([]Mode, error) {
+	var out []Mode
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		m := Mode(f)
+		if !slices.Contains(knownModes, m) {
+			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare, eos, eos-nopreagg or kstreams", f)
+		}
+		if slices.Contains(out, m) {
+			return nil, eos.BadConfig("bench.Config.Modes", "mode %q is listed twice", f)
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, eos.BadConfig("bench.Config.Modes", "no modes in %q", s)
+	}
+	return out, nil
+}
+
+// Interval is one commit interval of the sweep: a fixed duration, or Auto
+// (the worker adapts it to its overhead budget; see pipeline.Config).
+type Interval struct {
+	Fixed time.Duration
+	Auto  bool
+}
+
+// String returns "auto" or the duration, as ParseIntervals accepts it.
+func (i Interval) String() string {
+	if i.Auto {
+		return "auto"
+	}
+	return i.Fixed.String()
+}
+
+// ParseIntervals parses a comma-separated list such as "10ms,100ms,1s,auto".
+func ParseIntervals(s string) ([]Interval, error) {
+	var out []Interval
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		switch {
+		case f == "":
+			continue
+		case f == "auto":
+			out = append(out, Interval{Auto: true})
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			return nil, eos.BadConfig("bench.Config.Intervals", "interval %q: want a duration such as 100ms, or auto", f)
+		}
+		if d <= 0 {
+			return nil, eos.BadConfig("bench.Config.Intervals", "interval %q must be positive", f)
+		}
+		out = append(out, Interval{Fixed: d})
+	}
+	if len(out) == 0 {
+		return nil, eos.BadConfig("bench.Config.Intervals", "no commit intervals in %q", s)
+	}
+	return out, nil
+}
+
+// ParseSizes parses a comma-separated list of record sizes in bytes.
+func ParseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, eos.BadConfig("bench.Config.Sizes", "size %q is not a number of bytes", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, eos.BadConfig("bench.Config.Sizes", "no record sizes in %q", s)
+	}
+	return out, nil
+}
+
+// Config describes a benchmark. The zero value, with defaults filled in, is
+// the documented default run except for RTT, which the command line sets to
+// 1ms and the library leaves at 0 (none) unless told.
+type Config struct {
+	// Modes to run in every cell; default AllModes for the
+	// passthrough topology and ModeEOS alone for any other. An
+	// auto interval needs eos (the others commit as often as it chose).
+	// ModeKStreams needs Brokers, the passthrough or aggregate topology,
+	// child processes (not InProcess), and java and mvn on PATH. The
+	// aggregate topology runs in ModeEOS, ModeEOSNoPreagg and ModeKStreams
+	// only, and ModeEOSNoPreagg only there. Round 1 runs them in this
+	// order, and each later round rotates it by one (RoundOrder), so that
+	// no mode always runs first on a machine that drifts.
+	Modes []Mode
+	// Intervals to sweep; default 10ms, 100ms, 1s.
+	Intervals []Interval
+	// Sizes are record value sizes in bytes; default 100 and 1024. The
+	// aggregate topology takes none: its input is aggcheck.Input's
+	// JSON orders, and its cells have size 0.
+	Sizes []int
+	// Records is the backlog each run drains, per size; 0 picks a count
+	// that lasts a few seconds at this machine's expected throughput
+	// (DefaultRecords). For the aggregate topology it is the regular
+	// orders of aggcheck.NewInput, at most
+	// aggcheck.MaxRecords, default DefaultAggregateRecords; the
+	// input adds a late record per 1000 and a poison pill per 997, and the
+	// reported records count them too.
+	Records int64
+	// Partitions of the input and output topics; default 6.
+	Partitions int32
+	// Workers copying in parallel, each with its own client (and, unless
+	// InProcess, its own process); default 1.
+	Workers int
+	// Repeat is the number of rounds; default 3.
+	Repeat int
+	// Topology is passthrough (the default; every run judged as a copy) or
+	// aggregate (judged by aggcheck.Judge); the other built-in
+	// topologies have no judge here.
+	// The aggregate topology runs under aggcheck.Config on
+	// aggcheck.Input and is judged by aggcheck.Judge; see
+	// the package documentation.
+	Topology string
+
+	// Brokers of a real cluster; empty starts an embedded one. With real
+	// brokers the benchmark creates uniquely named topics and groups and
+	// deletes them when it is done.
+	Brokers []string
+	// ClientOpts are further options for every client (TLS, SASL). Child
+	// processes only get the broker list, so clusters that need more
+	// require InProcess.
+	ClientOpts []kgo.Opt
+	// RTT is the round-trip time the embedded broker injects per response
+	// (see broker.Config.RTT). It must be 0 with Brokers.
+	RTT time.Duration
+
+	// OverheadBudget and MaxCommitInterval configure the auto cells; 0
+	// means the pipeline's defaults (3%, 5s).
+	OverheadBudget    float64
+	MaxCommitInterval time.Duration
+
+	// LatencyRate is the fixed rate, in records per second, of the live
+	// records of the latency phase; default 10000. It must stay well under
+	// every mode's throughput, or latency measures a queue.
+	LatencyRate int
+	// LatencyDuration is how long the latency phase produces; 0 means
+	// max(DefaultLatencyDuration, 3 commit intervals). A quantile q is
+	// reported only from at least 10/(1-q) samples (1,000 for p99, 10,000
+	// for p99.9: ten samples above it), so rate x duration decides which
+	// are.
+	LatencyDuration time.Duration
+
+	// NoIdempotencyKey runs the eos copiers without the idempotency-key
+	// header (pipeline.Config.NoIdempotencyKey), to measure what the header
+	// costs.
+	NoIdempotencyKey bool
+
+	// InProcess runs the copiers as goroutines of this process instead of
+	// child processes. CPU and peak RSS then cover the whole process,
+	// including the embedded broker and the latency consumer.
+	InProcess bool
+	// Bin is the eosctl executable child processes run; empty means this
+	// process's own executable.
+	Bin string
+	// ChildArgs are global flags for the child processes (TLS, SASL, as
+	// the command line gave them) and ChildEnv their extra environment
+	// (the SASL password, which must not appear in argv).
+	ChildArgs []string
+	ChildEnv  []string
+
+	// JSONPath, CSVPath and ChartPaths are the files the caller means to
+	// write the report to once Run returns (WriteFile with WriteJSON or
+	// WriteCSV, and WriteChart); empty means none. Run writes none of
+	// them, but checks them before anything starts, so that a benchmark of
+	// many minutes does not end on a name it cannot write: each file's
+	// directory must exist, and a chart's name must end in .svg or .png.
+	// A directory removed while the benchmark runs still fails the write.
+	JSONPath, CSVPath string
+	ChartPaths        []string
+
+	// RunTimeout bounds each phase of a run; default 2 minutes.
+	RunTimeout time.Duration
+	// StartTimeout bounds the first connection to Brokers (or the
+	// embedded broker): brokers that do not answer within it fail the
+	// benchmark with an error naming the likely cause; default 10s.
+	StartTimeout time.Duration
+
+	Logger *slog.Logger
+	// Progress, if set, is called from one goroutine about ten times a
+	// second, and at every phase change.
+	Progress func(Progress)
+}
+
+// Progress says where a benchmark is.
+type Progress struct {
+	Run, Runs int // 1-based run number and total runs
+	Round     int
+	Mode      Mode
+	Interval  string
+	Size      int
+	Phase     string // "input", "drain", "latency"
+	Done      int64  // records drained (or produced, in the input phase)
+	Total     int64
+	Elapsed   time.Duration // since this phase began
+}
+
+// DefaultRecords is the backlog per run when Config.Records is 0: enough for
+// a few seconds of draining on a 2-core machine, so that even at a 1s
+// commit interval a run holds several full commits.
+func DefaultRecords(size int) int64 {
+	switch {
+	case size <= 128:
+		return 4_000_000
+	case size <= 1024:
+		return 2_000_000
+	default:
+		return max(10_000, 2_000_000*1024/int64(size))
+	}
+}
+
+// maxRecordSize is the largest value size kgo's default batch limit takes.
+const maxRecordSize = 900 << 10
+
+// Validate reports the first mistake in c, as Run would, without
+// connecting to anything or writing a file; every error is an
+// *eos.ConfigError naming the field. A caller that prepares something
+// costly before Run (a profile file) checks first.
+func (c Config) Validate() error { return c.validate() }
+
+// validate fills in the defaults of zero fields and checks c.
+func (c *Config) validate() error {
+	if len(c.Intervals) == 0 {
+		c.Intervals = []Interval{{Fixed: 10 * time.Millisecond}, {Fixed: 100 * time.Millisecond}, {Fixed: time.Second}}
+	}
+	if len(c.Modes) == 0 {
+		c.Modes = slices.Clone(AllModes)
+		if c.Topology != "" && c.Topology != "passthrough" {
+			// baseline and bare only copy: of the default modes, only
+			// eos runs another topology.
+			c.Modes = []Mode{ModeEOS}
+		}
+	}
+	for i, m := range c.Modes {
+		if !slices.Contains(knownModes, m) || slices.Contains(c.Modes[:i], m) {
+			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, eos-nopreagg, kstreams at most once", c.Modes)
+		}
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Workers, 1)
+	def(&c.Repeat, 3)
+	def(&c.LatencyRate, 10_000)
+	if c.Partitions == 0 {
+		c.Partitions = 6
+	}
+	if c.Topology == "" {
+		c.Topology = "passthrough"
+	}
+	if c.Topology == topologyAggregate {
+		// The input is aggcheck.Input's JSON orders, whose size is
+		// theirs; the one cell of each interval has size 0.
+		if slices.ContainsFunc(c.Sizes, func(s int) bool { return s != 0 }) {
+			return eos.BadConfig("bench.Config.Sizes", "the aggregate topology's input is aggcheck.Input's JSON orders (about 50 bytes each), not records of a chosen size: leave the sizes empty, not %v", c.Sizes)
+		}
+		c.Sizes = []int{0}
+	}
+	if len(c.Sizes) == 0 {
+		c.Sizes = []int{100, 1024}
+	}
+	if c.RunTimeout == 0 {
+		c.RunTimeout = 2 * time.Minute
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	seen := map[Interval]bool{}
+	for _, iv := range c.Intervals {
+		if !iv.Auto && iv.Fixed <= 0 {
+			return eos.BadConfig("bench.Config.Intervals", "commit interval %s must be positive", iv.Fixed)
+		}
+		if seen[iv] {
+			return eos.BadConfig("bench.Config.Intervals", "commit interval %s is listed twice", iv)
+		}
+		seen[iv] = true
+	}
+	for _, s := range c.Sizes {
+		if (s <= 0 && c.Topology != topologyAggregate) || s > maxRecordSize {
+			return eos.BadConfig("bench.Config.Sizes", "record size %d must be between 1 and %d bytes", s, maxRecordSize)
+		}
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(c.Sizes)))) != len(c.Sizes) {
+		return eos.BadConfig("bench.Config.Sizes", "a record size is listed twice in %v", c.Sizes)
+	}
+	switch {
+	case c.Records < 0:
+		return eos.BadConfig("bench.Config.Records", "must be positive, got %d", c.Records)
+	case c.Partitions < 0:
+		return eos.BadConfig("bench.Config.Partitions", "must be positive, got %d", c.Partitions)
+	case c.Workers < 0:
+		return eos.BadConfig("bench.Config.Workers", "must be positive, got %d", c.Workers)
+	case c.Repeat < 0:
+		return eos.BadConfig("bench.Config.Repeat", "must be positive, got %d", c.Repeat)
+	case c.RTT < 0:
+		return eos.BadConfig("bench.Config.RTT", "must not be negative, got %s", c.RTT)
+	case c.RTT > 0 && len(c.Brokers) > 0:
+		return eos.BadConfig("bench.Config.RTT", "can only be injected into the embedded broker, not into a cluster named by bench.Config.Brokers")
+	case c.LatencyRate < 0:
+		return eos.BadConfig("bench.Config.LatencyRate", "must be positive, got %d", c.LatencyRate)
+	case c.LatencyDuration < 0:
+		return eos.BadConfig("bench.Config.LatencyDuration", "must not be negative, got %s", c.LatencyDuration)
+	case c.RunTimeout < 0:
+		return eos.BadConfig("bench.Config.RunTimeout", "must not be negative, got %s", c.RunTimeout)
+	case c.StartTimeout < 0:
+		return eos.BadConfig("bench.Config.StartTimeout", "must not be negative, got %s", c.StartTimeout)
+	}
+	if _, err := topologies.Lookup(c.Topology); err != nil {
+		return eos.BadConfig("bench.Config.Topology", "%w", err)
+	}
+	if c.Topology != "passthrough" && c.Topology != topologyAggregate {
+		// Every run is judged before its figures count: a copy by
+		// verify.Run, an aggregate by aggcheck.Judge. etl and
+		// wordcount output is neither, so a run could not be told from a
+		// broken one.
+		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough and aggregate topologies, whose output it can judge exactly once; %s's output has no judge here", c.Topology)
+	}
+	if c.Topology == topologyAggregate {
+		if c.Records > aggcheck.MaxRecords {
+			return eos.BadConfig("bench.Config.Records", "the aggregate input holds at most %d regular records (aggcheck.MaxRecords: more would span its grace period, and regular records could be late), got %d", aggcheck.MaxRecords, c.Records)
+		}
+		for _, m := range c.Modes {
+			if !m.isEOS() && m != ModeKStreams {
+				// The copy loops keep no state: an aggregate needs
+				// windows that survive a restart and a repartition step.
+				return eos.BadConfig("bench.Config.Modes", "the aggregate topology runs in the eos and kstreams modes only; the %s mode is a stateless copy loop: drop it from the modes", m)
+			}
+		}
+	}
+	if slices.Contains(c.Modes, ModeEOSNoPreagg) && c.Topology != topologyAggregate {
+		return eos.BadConfig("bench.Config.Modes", "the eos-nopreagg mode turns off the aggregate topology's pre-aggregation; %s has none: drop it from the modes", c.Topology)
+	}
+	if slices.Contains(c.Modes, ModeBare) && c.Topology != "passthrough" {
+		return eos.BadConfig("bench.Config.Modes", "the bare mode only copies (passthrough); drop it from the modes to benchmark %s", c.Topology)
+	}
+	if slices.Contains(c.Modes, ModeKStreams) {
+		switch {
+		case len(c.Brokers) == 0:
+			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams against real Apache Kafka: it needs brokers (bench.Config.Brokers), not the embedded broker")
+		case c.InProcess:
+			return eos.BadConfig("bench.Config.Modes", "the kstreams mode runs Kafka Streams as a JVM child process; with bench.Config.InProcess the other modes' CPU and RSS would be the whole process's, not comparable: drop one of them")
+		}
+	}
+	if slices.ContainsFunc(c.Intervals, func(i Interval) bool { return i.Auto }) && !slices.Contains(c.Modes, ModeEOS) {
+		return eos.BadConfig("bench.Config.Modes", "an auto interval needs the eos mode, which chooses it")
+	}
+	if err := c.checkReportPaths(); err != nil {
+		return err
+	}
+	// The auto settings are the pipeline's; let it judge them.
+	probe := pipeline.Config{App: "bench", Instance: "0", Inputs: []string{"in"}, Output: "out",
+		AutoInterval: true, OverheadBudget: c.OverheadBudget, MaxCommitInterval: c.MaxCommitInterval}
+	if err := probe.Validate(); err != nil {
+		// Name the bench's field, which has the pipeline's name.
+		var ce *eos.ConfigError
+		if errors.As(err, &ce) && strings.HasPrefix(ce.Setting, "pipeline.Config.") {
+			return eos.BadConfig("bench.Config."+strings.TrimPrefix(ce.Setting, "pipeline.Config."), "%s", ce.Reason)
+		}
+		return eos.BadConfig("bench.Config", "%w", err)
+	}
+	if c.OverheadBudget == 0 {
+		c.OverheadBudget = pipeline.DefaultOverheadBudget
+	}
+	if c.MaxCommitInterval == 0 {
+		c.MaxCommitInterval = pipeline.DefaultMaxCommitInterval
+	}
+	return nil
+}
+
+// DefaultAggregateRecords is the number of regular records of the
+// aggregate input when Config.Records is 0: seconds of draining for eos and
+// tens of seconds for Kafka Streams on a 2-core machine, well within
+// aggcheck.MaxRecords.
+const DefaultAggregateRecords = 200_000
+
+// records returns the backlog of a run with record size size: for the
+// aggregate topology, its regular records (the input adds late records and
+// poison pills; see bencher.records).
+func (c *Config) records(size int) int64 {
+	switch {
+	case c.Records > 0:
+		return c.Records
+	case c.Topology == topologyAggregate:
+		return DefaultAggregateRecords
+	}
+	return DefaultRecords(size)
+}
+
+// DefaultLatencyDuration is the shortest latency phase by default: at the
+// default 10,000 records/s, 300,000 samples, enough for a p99.9 from 300
+// samples above it, and long enough to hold many commits at 1s.
+const DefaultLatencyDuration = 30 * time.Second
+
+// latencyDuration returns how long the latency phase of a cell produces.
+func (c *Config) latencyDuration(iv Interval) time.Duration {
+	if c.LatencyDuration > 0 {
+		return c.LatencyDuration
+	}
+	t := iv.Fixed
+	if iv.Auto {
+		t = time.Second // auto rarely settles above this at a millisecond RTT
+	}
+	return max(DefaultLatencyDuration, 3*t)
+}

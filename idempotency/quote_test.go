@@ -1,0 +1,29 @@
+package idempotency
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestQuoteDoublesTheQuoteCharacter: an identifier with the dialect's quote
+// character in it stays one identifier (before the fix, quote() left it
+// as is and the name ended the quoted identifier early).
+func TestQuoteDoublesTheQuoteCharacter(t *testing.T) {
+	if got := postgres.quote(`a"b`); got != `"a""b"` {
+		t.Errorf("postgres: %s", got)
+	}
+	if got := mysql.quote("a`b"); got != "`a``b`" {
+		t.Errorf("mysql: %s", got)
+	}
+}
+
+// TestATableNameWithAQuoteIsRefused: Config.Table must be a plain
+// identifier; anything else is refused in one line before any SQL.
+func TestATableNameWithAQuoteIsRefused(t *testing.T) {
+	for _, name := range []string{`eos"idem`, "eos`idem", "eos idem; DROP TABLE x"} {
+		c := Config{Table: name}
+		if err := c.defaults(); err == nil || !strings.Contains(err.Error(), "not a plain SQL identifier") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Table %q: %v; want refused as not a plain SQL identifier, in one line", name, err)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package datagen
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/eosctl/eos/internal/rangeread"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// tailOffsets is how many offsets at the end of each partition NextKey
+// reads. One is enough for a topic only Produce wrote (its records are not
+// transactional, so the last offset is a record); the margin covers a few
+// transaction markers or foreign records after the last datagen record.
+const tailOffsets = 64
+
+// NextKey returns the key Produce continues with on topic: one past the
+// highest decimal key among the last records of its partitions, or 0 if the
+// topic is missing, empty, or holds no decimal key there.
+//
+// Produce writes keys in ascending order and the default partitioner keeps
+// each partition's records in that order, so the highest key of a topic
+// sits among its partitions' last records; reading only those keeps a
+// second Produce into a topic of millions of records instant. Keys lower
+// than that highest one which are absent (an interrupted Produce whose
+// buffered records were canceled) stay absent: they are gaps in the input,
+// not losses, since verify judges the output against the input it reads.
+func NextKey(ctx context.Context, cl *kgo.Client, topic string) (int64, error) {
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("datagen: listing the end offsets of %s: %w", topic, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("datagen: listing the start offsets of %s: %w", topic, err)
+	}
+	spans := rangeread.Ranges{topic: {}}
+	for p, end := range ends[topic] {
+		start, ok := starts.Lookup(topic, p)
+		if end.Err != nil || !ok || start.Err != nil {
+			return 0, fmt.Errorf("datagen: listing the offsets of %s[%d]: %w", topic, p, cmp.Or(end.Err, start.Err, error(kerr.UnknownTopicOrPartition)))
+		}
+		if end.Offset > start.Offset {
+			spans[topic][p] = rangeread.Span{Start: max(start.Offset, end.Offset-tailOffsets), End: end.Offset}
+		}
+	}
+	next := int64(0)
+	err = rangeread.Read(ctx, cl.Opts(), spans, rangeread.Options{}, func(r *kgo.Record) {
+		if k, err := strconv.ParseInt(string(r.Key), 10, 64); err == nil && k >= next {
+			next = k + 1
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("datagen: reading the last records of %s for the key to continue from: %w", topic, err)
+	}
+	return next, nil
+}
