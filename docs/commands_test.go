@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/internal/dbtest"
 	"github.com/eosctl/eos/internal/eosctltest"
 	"github.com/eosctl/eos/internal/testenv"
 )
@@ -52,7 +53,8 @@ var brokerCommand = regexp.MustCompile(`(^|[\s;&|(])eosctl broker `)
 // docs/*.md as written, each in a bash of its own with the eosctl under test
 // first on the PATH, against an embedded broker of its own: the one the
 // block starts (`eosctl broker`, moved to a free port), or one the test
-// starts and names in EOSCTL_BROKERS. A block fails when bash exits non-zero,
+// starts and names in EOSCTL_BROKERS; a block that names EOS_TEST_POSTGRES
+// gets it set to a fresh database on a real PostgreSQL. A block fails when bash exits non-zero,
 // when anything it started (a background worker too) printed an "eosctl: "
 // error it does not show, or when it runs past blockTimeout; the failure
 // names FILE:LINE of the block. Blocks marked <!-- no-test: REASON --> (they
@@ -156,6 +158,11 @@ func runBlock(t *testing.T, root, binDir string, b block) {
 		}
 	}
 	cmd.Env = append(cmd.Env, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "EOSCTL_BROKERS="+addr)
+	if strings.Contains(script, "EOS_TEST_POSTGRES") {
+		// A block that writes to PostgreSQL gets a database of its own on
+		// the real server (internal/dbtest; scripts/db starts it if needed).
+		cmd.Env = append(cmd.Env, "EOS_TEST_POSTGRES="+dbtest.Fresh(t, dbtest.Postgres))
+	}
 	// Files, not pipes: background workers and brokers outlive bash and
 	// hold its stdout and stderr open.
 	stdout, stderr := outFile(t, "stdout"), outFile(t, "stderr")

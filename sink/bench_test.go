@@ -16,7 +16,8 @@ import (
 // BenchmarkSinkRows measures rows per second from a topic of 100-byte
 // records into a table with a primary key, through the whole sink (Kafka
 // fetches, mapping, the database transaction with the offsets), at batch
-// sizes 1, 100 and 1000, against the naive sink (one autocommitted INSERT
+// sizes 1, 100 and 1000 (PostgreSQL by COPY), PostgreSQL's multi-row INSERT
+// at 1000 and 5000 beside COPY, against the naive sink (one autocommitted INSERT
 // per row, offsets in Kafka). b.N is the number of records: run it with a
 // fixed count, e.g.
 //
@@ -30,9 +31,23 @@ func BenchmarkSinkRows(b *testing.B) {
 		}
 		b.Run(dbtest.Name(kind)+"/naive", func(b *testing.B) { benchSink(b, kind, 500, true) })
 	}
+	// PostgreSQL's write path before COPY, for comparison (see also
+	// BenchmarkSinkWritePath, which interleaves the two).
+	for _, batch := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("postgres/batch=%d/multi-row-insert", batch), func(b *testing.B) {
+			benchSinkWith(b, dbtest.Postgres, batch, false, func(c *sink.Config) { c.PostgresWritePath = "insert" })
+		})
+		b.Run(fmt.Sprintf("postgres/batch=%d/copy", batch), func(b *testing.B) {
+			benchSinkWith(b, dbtest.Postgres, batch, false, func(c *sink.Config) { c.PostgresWritePath = "copy" })
+		})
+	}
 }
 
 func benchSink(b *testing.B, kind string, batch int, naive bool) {
+	benchSinkWith(b, kind, batch, naive, nil)
+}
+
+func benchSinkWith(b *testing.B, kind string, batch int, naive bool, tune func(*sink.Config)) {
 	bk, err := broker.Start(broker.Config{MinSessionTimeout: time.Second})
 	if err != nil {
 		b.Fatal(err)
@@ -61,6 +76,9 @@ func benchSink(b *testing.B, kind string, batch int, naive bool) {
 		b.Fatal(err)
 	}
 	cfg := sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: []kgo.Opt{kgo.SeedBrokers(bk.Addrs()...)}, BatchSize: batch, SessionTimeout: 3 * time.Second}
+	if tune != nil {
+		tune(&cfg)
+	}
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
 	done := make(chan error, 1)

@@ -64,10 +64,19 @@ type Config struct {
 	// database); without them, a group's lag shows the whole topic.
 	NoKafkaCommit bool
 	// Replay deletes this group's stored offsets at start, so the sink
-	// reads its topics again from the earliest offset. The rows are
-	// written again through the idempotent path: with a unique key on
-	// the idempotency key column nothing is duplicated.
+	// reads its topics again from the earliest offset, once per
+	// ReplayID: the id is stored (table OffsetsTable+"_replays") in the
+	// transaction that deletes the offsets, and a later start with the
+	// same id does not replay again (it logs that it did not). So a
+	// supervisor that keeps the replay in a restarted process's
+	// arguments cannot replay on every restart. The rows are written
+	// again through the idempotent path: with a unique key on the
+	// idempotency key column nothing is duplicated; without one, a
+	// replay inserts every row again.
 	Replay bool
+	// ReplayID names the replay request; default "default" (so a second
+	// Replay needs a new id).
+	ReplayID string
 	// SessionTimeout is the consumer group session timeout; default 10s.
 	SessionTimeout time.Duration
 	// StartTimeout bounds New's first connection to Kafka: brokers that do
@@ -77,6 +86,36 @@ type Config struct {
 	StartTimeout time.Duration
 	// Retry bounds the retries of retriable database errors.
 	Retry Retry
+	// PostgresWritePath is how rows reach a PostgreSQL table: "copy"
+	// (COPY into a staging table, then INSERT ... SELECT ... ON CONFLICT
+	// (key), in the batch's transaction), "insert" (multi-row INSERTs),
+	// or "auto", the default: COPY for batches of at least 5,000
+	// records, where it measured faster (BENCHMARKS.md). The guarantees
+	// are the same. Other databases always use multi-row INSERTs.
+	PostgresWritePath string
+	// LockTimeout bounds how long one statement waits for a row lock
+	// (PostgreSQL lock_timeout, MySQL/MariaDB innodb_lock_wait_timeout,
+	// whole seconds): a statement blocked by another transaction (a
+	// paused zombie's) fails, is rolled back and retried under Retry,
+	// instead of waiting for ever. Default 10s. A DSN parameter of the
+	// same name wins.
+	LockTimeout time.Duration
+	// IdleInTransactionTimeout has the database end a session that sits
+	// in an open transaction without a statement for this long
+	// (PostgreSQL idle_in_transaction_session_timeout, MariaDB
+	// idle_transaction_timeout, MySQL wait_timeout, whole seconds): a
+	// sink process paused inside its transaction (SIGSTOP, a VM freeze,
+	// a GC pause) loses its transaction, rolled back, and its locks, so
+	// the process that took its partitions over can commit. Its own
+	// commit then fails and it re-reads the database's offsets. Keep it
+	// above the longest pause a live sink makes inside a transaction
+	// (producing dead letters to Kafka). Default 30s.
+	IdleInTransactionTimeout time.Duration
+	// ShutdownTimeout bounds how long Run, once its context ends, lets
+	// the batch in flight commit; past it the batch's transaction is
+	// cancelled and rolled back (its records are read again on the next
+	// start). Default 10s.
+	ShutdownTimeout time.Duration
 	// CommitDelay waits this long between writing a batch and committing
 	// it (testing only: it widens the window a crash test aims at).
 	CommitDelay time.Duration
@@ -127,6 +166,15 @@ func (c *Config) setDefaults() error {
 	if !identRE.MatchString(c.OffsetsTable) {
 		return eos.BadConfig("sink.Config", "OffsetsTable %q is not a plain SQL identifier", c.OffsetsTable)
 	}
+	if c.Replay && c.ReplayID == "" {
+		c.ReplayID = "default"
+	}
+	if len(c.ReplayID) > 255 {
+		return eos.BadConfig("sink.Config", "ReplayID is %d bytes long, at most 255", len(c.ReplayID))
+	}
+	if c.Replay && len(c.OffsetsTable+replaysSuffix) > 64 {
+		return eos.BadConfig("sink.Config", "OffsetsTable %q is too long for its replays table %s (at most %d characters)", c.OffsetsTable, c.OffsetsTable+replaysSuffix, 64-len(replaysSuffix))
+	}
 	if c.DLQ == "" {
 		c.DLQ = c.Group + "-dlq"
 	}
@@ -147,6 +195,25 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Retry.Max <= 0 {
 		c.Retry.Max = 5 * time.Second
+	}
+	switch c.PostgresWritePath {
+	case "":
+		c.PostgresWritePath = "auto"
+	case "auto", "copy", "insert":
+	default:
+		return eos.BadConfig("sink.Config", "PostgresWritePath %q: want auto, copy or insert", c.PostgresWritePath)
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"LockTimeout", &c.LockTimeout, 10 * time.Second}, {"IdleInTransactionTimeout", &c.IdleInTransactionTimeout, 30 * time.Second}, {"ShutdownTimeout", &c.ShutdownTimeout, 10 * time.Second}} {
+		if *d.v < 0 {
+			return eos.BadConfig("sink.Config", "%s must not be negative, got %s", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -19,14 +19,24 @@
 // transaction changes nothing and is rolled back, and it re-seeks.
 //
 // Effectively-once (idempotent writes). When the same records are delivered
-// again anyway — a replay from offset 0 (Config.Replay), another tool that
-// writes the same table, records produced twice upstream with the same
-// idempotency key — the rows are written with INSERT ... ON CONFLICT DO
-// NOTHING (PostgreSQL, SQLite) or INSERT ... ON DUPLICATE KEY UPDATE k=k
-// (MySQL; not INSERT IGNORE, which would also swallow NOT NULL, type and
-// foreign-key errors), so the table's unique key on the idempotency key
-// absorbs the repeat. This needs that unique key: without one, a replay
-// inserts the rows again.
+// again anyway — a replay from offset 0 (Config.Replay, done once per
+// Config.ReplayID), another tool that writes the same table, records
+// produced twice upstream with the same idempotency key — the rows are
+// written with INSERT ... ON CONFLICT (key column) DO NOTHING (PostgreSQL,
+// SQLite) or INSERT ... ON DUPLICATE KEY UPDATE k=k (MySQL; not INSERT
+// IGNORE, which would also swallow NOT NULL, type and foreign-key errors),
+// so the table's unique key on the idempotency key absorbs the repeat, and
+// only it: a collision on any other unique index is a rejected row, a dead
+// letter. MySQL cannot name the index a duplicate hit, so New refuses a
+// MySQL table with a unique index besides the key's. Without a unique index
+// on exactly the key column the rows are plain INSERTs: a replay inserts
+// them again.
+//
+// A paused process cannot stall the live one: every connection has a lock
+// timeout and an idle-in-transaction timeout (Config.LockTimeout,
+// Config.IdleInTransactionTimeout), and a batch locks its offsets rows in
+// (topic, partition) order. Into PostgreSQL large batches go by COPY into a
+// staging table and one INSERT ... SELECT (Config.PostgresWritePath).
 //
 // Not caught by either: a row deleted or changed in the database by someone
 // else, a record that never reached the topic, a bug that maps a record to
@@ -41,8 +51,10 @@
 // times, after which Run returns the error and the process should be
 // restarted: it resumes from the database's offsets. Permanent errors of one
 // row (a NOT NULL, CHECK, type, foreign-key or unique violation other than
-// the idempotency key) send that record to the dead-letter topic and the
-// batch goes on. Dead letters are produced before the database commit that
+// the idempotency key) send that record to the dead-letter topic, with the
+// database's reason, and the batch goes on; the sink logs a warning with
+// the counts by reason and the first reason (at once, then at most every
+// 10s). Dead letters are produced before the database commit that
 // moves the offset past them, so they are at-least-once: a crash between the
 // two produces them again, with the same eos-idempotency-key header.
 // Schema errors (a missing table or column) and authentication failures

@@ -31,7 +31,11 @@ func (db *DB) Dialect() string { return db.d.name }
 //	sqlite:PATH                                        (demos and quick tries)
 //
 // A malformed DSN is an *eos.ConfigError. The password is never part of an error.
-func Open(dsn string) (*DB, error) {
+func Open(dsn string) (*DB, error) { return open(dsn, nil) }
+
+// open is Open with the session timeouts of to on every connection (nil:
+// the server's defaults).
+func open(dsn string, to *timeouts) (*DB, error) {
 	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
 		return openSQLite(strings.TrimPrefix(path, "//"))
 	}
@@ -45,6 +49,7 @@ func Open(dsn string) (*DB, error) {
 		if err != nil {
 			return nil, eos.BadConfig("sink.Config", "DSN: %s", redact(err.Error(), dsn))
 		}
+		to.postgres(cfg.RuntimeParams)
 		return &DB{DB: stdlib.OpenDB(*cfg), d: postgres}, nil
 	case "mysql":
 		cfg, err := mysqlConfig(dsn)
@@ -55,7 +60,14 @@ func Open(dsn string) (*DB, error) {
 		if err != nil {
 			return nil, eos.BadConfig("sink.Config", "DSN: %w", err)
 		}
-		return &DB{DB: sql.OpenDB(c), d: mysqlDB}, nil
+		db := sql.OpenDB(to.mysql(c, cfg.Params))
+		if to != nil {
+			// Idle pooled connections are closed before MySQL's
+			// wait_timeout (the fallback of idle_transaction_timeout)
+			// would close them under the pool.
+			db.SetConnMaxIdleTime(to.idle / 2)
+		}
+		return &DB{DB: db, d: mysqlDB}, nil
 	}
 	return nil, eos.BadConfig("sink.Config", "DSN scheme %q: want postgres, mysql or sqlite", scheme)
 }

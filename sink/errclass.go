@@ -169,3 +169,13 @@ func isUniqueViolation(err error) bool {
 	}
 	return sqliteUnique(err)
 }
+
+// pgDetail is a PostgreSQL error's DETAIL ("Key (usr)=(user-03) already
+// exists."), or "".
+func pgDetail(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Detail
+	}
+	return ""
+}

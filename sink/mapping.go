@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -328,6 +329,10 @@ func (m *Mapping) recordEnv(r *kgo.Record) (map[string]any, error) {
 	}
 	obj := make(map[string]any, len(fields)+len(metaVars))
 	decode := func(k string, v json.RawMessage) error {
+		if x, ok := scalar(v); ok {
+			obj[k] = x
+			return nil
+		}
 		dec := json.NewDecoder(bytes.NewReader(v))
 		dec.UseNumber()
 		var x any
@@ -358,6 +363,55 @@ func (m *Mapping) recordEnv(r *kgo.Record) (map[string]any, error) {
 	obj["_offset"] = int(r.Offset)
 	obj["_timestamp"] = int(r.Timestamp.UnixMilli())
 	return obj, nil
+}
+
+// scalar decodes a JSON number (int without a fraction or exponent,
+// float64 otherwise), string, boolean or null without a json.Decoder,
+// the costliest part of mapping a record; ok is false for anything else
+// (objects, arrays, what needs the decoder's errors).
+func scalar(v json.RawMessage) (any, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return nil, false
+	}
+	switch c := v[0]; {
+	case c == '"':
+		if len(v) >= 2 && v[len(v)-1] == '"' && plain(v[1:len(v)-1]) {
+			return string(v[1 : len(v)-1]), true
+		}
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			return str, true
+		}
+	case c == '-' || (c >= '0' && c <= '9'):
+		if !bytes.ContainsAny(v, ".eE") {
+			if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+				return int(i), true
+			}
+		}
+		var n json.Number
+		if json.Unmarshal(v, &n) == nil {
+			return numbers(n), true
+		}
+	case string(v) == "true":
+		return true, true
+	case string(v) == "false":
+		return false, true
+	case string(v) == "null":
+		return nil, true
+	}
+	return nil, false
+}
+
+// plain: s has no escape, quote or control character, so it is its own
+// JSON string's value.
+func plain(s []byte) bool {
+	for _, c := range s {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return false
+		}
+	}
+	return true
 }
 
 // needs returns the fields the mapping's expressions name, or all=true if

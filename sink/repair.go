@@ -9,7 +9,7 @@ import (
 )
 
 // WriteRecords writes recs as rows of m's table through the sink's
-// idempotent path (the same INSERT ... ON CONFLICT DO NOTHING / ON
+// idempotent path (the same INSERT ... ON CONFLICT (key) DO NOTHING / ON
 // DUPLICATE KEY UPDATE k=k, or upsert), in one transaction, without
 // touching any offsets: a record whose row exists is absorbed, so running
 // it twice is safe. Reconciliation repairs missing rows with it. It returns
@@ -20,6 +20,9 @@ func WriteRecords(ctx context.Context, db *DB, m *Mapping, recs []*kgo.Record) (
 	}
 	s := &Sink{cfg: Config{Mapping: m}, db: db}
 	s.cols = append([]string{m.KeyColumn}, columnNames(m)...)
+	if err := s.conflictTarget(ctx); err != nil {
+		return 0, err
+	}
 	items := make([]item, len(recs))
 	good := make([]*item, len(recs))
 	for i, r := range recs {

@@ -23,6 +23,13 @@ type Sink struct {
 	db   *DB
 	cl   *kgo.Client
 	cols []string // the key column, then the mapped columns
+	// keyUnique: the table has a unique index on exactly the key column,
+	// which the INSERT names as its conflict target (conflictTarget).
+	keyUnique bool
+	warn      deadWarn // the dead letters not warned about yet
+	// staged holds the PostgreSQL connections (*pgconn.PgConn) that
+	// have this sink's staging table (ensureStage).
+	staged sync.Map
 
 	mu sync.Mutex
 	// from holds, for every partition this process owns, the next offset
@@ -37,24 +44,15 @@ type Sink struct {
 // New checks the configuration and the database (the credentials, the
 // table and its columns; it creates the offsets table if missing) and
 // connects to Kafka. Nothing is read or written to the table yet. With
-// Config.Replay it deletes the group's stored offsets.
+// Config.Replay it deletes the group's stored offsets, once per
+// Config.ReplayID.
 func New(ctx context.Context, cfg Config) (*Sink, error) {
-	if err := cfg.setDefaults(); err != nil {
-		return nil, err
-	}
-	if err := cfg.Mapping.Validate(); err != nil {
-		return nil, eos.BadConfig("sink.Config", "Mapping: %w", err)
-	}
-	db, err := Open(cfg.DSN)
+	s, err := openDB(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, db: db, from: map[tp]int64{}}
-	s.cols = append([]string{cfg.Mapping.KeyColumn}, columnNames(cfg.Mapping)...)
-	if err := s.prepare(ctx); err != nil {
-		db.Close()
-		return nil, err
-	}
+	db := s.db
+	cfg = s.cfg
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
@@ -83,6 +81,28 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	if err := s.ensureDLQ(ctx); err != nil {
 		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openDB is New's database half: the configuration checked, the database
+// opened and prepared; no Kafka client yet.
+func openDB(ctx context.Context, cfg Config) (*Sink, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Mapping.Validate(); err != nil {
+		return nil, eos.BadConfig("sink.Config", "Mapping: %w", err)
+	}
+	db, err := open(cfg.DSN, &timeouts{lock: cfg.LockTimeout, idle: cfg.IdleInTransactionTimeout})
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{cfg: cfg, db: db, from: map[tp]int64{}}
+	s.cols = append([]string{cfg.Mapping.KeyColumn}, columnNames(cfg.Mapping)...)
+	if err := s.prepare(ctx); err != nil {
+		db.Close()
 		return nil, err
 	}
 	return s, nil
@@ -129,6 +149,9 @@ func (s *Sink) prepare(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("table %s with columns %s: %w", s.cfg.Mapping.Table, strings.Join(s.cols, ", "), err)
 	}
+	if err := s.conflictTarget(ctx); err != nil {
+		return err
+	}
 	err = retry(ctx, r, onErr, func(ctx context.Context) error {
 		_, err := s.db.ExecContext(ctx, d.offsetsDDL(s.cfg.OffsetsTable))
 		return err
@@ -137,14 +160,7 @@ func (s *Sink) prepare(ctx context.Context) error {
 		return fmt.Errorf("creating OffsetsTable %s: %w", s.cfg.OffsetsTable, err)
 	}
 	if s.cfg.Replay {
-		err = retry(ctx, r, onErr, func(ctx context.Context) error {
-			_, err := s.db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE consumer_group = %s", d.quote(s.cfg.OffsetsTable), d.ph(1)), s.cfg.Group)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("Replay: deleting the stored offsets: %w", err)
-		}
-		s.cfg.Logger.Info("replay: stored offsets deleted, reading from the earliest offset", "group", s.cfg.Group)
+		return s.replay(ctx)
 	}
 	return nil
 }
@@ -233,6 +249,7 @@ func (s *Sink) event(e pipeline.Event) {
 func (s *Sink) Run(ctx context.Context) error {
 	s.event(pipeline.Event{Kind: pipeline.EventStarted})
 	err := s.run(ctx)
+	s.flushWarn()
 	ev := pipeline.Event{Kind: pipeline.EventStopped}
 	if err != nil {
 		ev.Err = err.Error()
@@ -280,7 +297,15 @@ func (s *Sink) run(ctx context.Context) error {
 			return ferr
 		}
 		if recs := fetches.Records(); len(recs) > 0 {
-			if err := s.write(context.WithoutCancel(ctx), recs); err != nil {
+			wctx, cancel := shutdownBound(ctx, s.cfg.ShutdownTimeout)
+			err := s.write(wctx, recs)
+			cancel()
+			if err != nil && ctx.Err() != nil {
+				s.cl.AllowRebalance()
+				s.cfg.Logger.Warn("stopping: the batch in flight did not commit within the shutdown timeout; rolled back, its records are read again on the next start", "shutdown_timeout", s.cfg.ShutdownTimeout, "error", err)
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -291,6 +316,19 @@ func (s *Sink) run(ctx context.Context) error {
 		}
 		s.cl.AllowRebalance()
 	}
+}
+
+// shutdownBound returns the context a batch is written under: it outlives
+// ctx (a SIGTERM lets the batch in flight commit) by at most bound, then
+// ends, which cancels the statement in progress and rolls the
+// transaction back.
+func shutdownBound(ctx context.Context, bound time.Duration) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(bound, cancel)
+		context.AfterFunc(wctx, func() { t.Stop() })
+	})
+	return wctx, func() { stop(); cancel() }
 }
 
 // Close leaves the group and closes the connections.

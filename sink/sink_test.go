@@ -2,12 +2,15 @@ package sink_test
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/eosctl/eos/internal/dbtest"
 	"github.com/eosctl/eos/sink"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestRowsAndOffsetsCommitTogether: a topic read to its end leaves every
@@ -21,7 +24,7 @@ func TestRowsAndOffsetsCommitTogether(t *testing.T) {
 			const n = 5000
 			k.produce(t, "in", n, 3)
 			m := mapping(t, eventsMapping, "events")
-			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(), BatchSize: 300})
+			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(), BatchSize: 300, PostgresWritePath: "copy"})
 			waitStored(t, db, "g", "in", n, time.Minute)
 			if err := stop(); err != nil {
 				t.Fatal(err)
@@ -30,7 +33,7 @@ func TestRowsAndOffsetsCommitTogether(t *testing.T) {
 			requireOffsetsAtEnd(t, k, db, "g", "in")
 
 			met := sink.NewMetrics("g")
-			stop = runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(), Replay: true, Metrics: met})
+			stop = runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(), Replay: true, Metrics: met, PostgresWritePath: "copy"})
 			waitStored(t, db, "g", "in", n, time.Minute)
 			if err := stop(); err != nil {
 				t.Fatal(err)
@@ -63,7 +66,7 @@ func TestBadRowsGoToTheDeadLetterTopic(t *testing.T) {
 				}
 			}
 			produceValues(t, k, "in", recs)
-			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: mapping(t, eventsMapping, "events"), ClientOpts: k.opts()})
+			stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: mapping(t, eventsMapping, "events"), ClientOpts: k.opts(), PostgresWritePath: "copy"})
 			waitStored(t, db, "g", "in", 20, time.Minute)
 			if err := stop(); err != nil {
 				t.Fatal(err)
@@ -164,5 +167,64 @@ func TestSQLiteForDemos(t *testing.T) {
 		if replay && testutil.ToFloat64(met.Duplicates()) != n {
 			t.Fatalf("the replay absorbed %v duplicates, want %d", testutil.ToFloat64(met.Duplicates()), n)
 		}
+	}
+}
+
+// TestReplayRunsOncePerReplayID: a sink restarted with the same replay
+// request (a supervisor that keeps --replay in its arguments) replays once:
+// the first start reads the topic again from offset 0 (every record a
+// duplicate the key absorbs), the next start with the same id resumes from
+// the stored offsets and says so, and a new id replays again. (Before:
+// every start with Replay replayed, so a table without a unique key got
+// every row again on every restart.)
+func TestReplayRunsOncePerReplayID(t *testing.T) {
+	for _, kind := range dbtest.Kinds {
+		t.Run(dbtest.Name(kind), func(t *testing.T) {
+			k, dsn, db := setup(t, kind, "events")
+			const n = 1000
+			k.produce(t, "in", n, 2)
+			m := mapping(t, eventsMapping, "events")
+			for i, c := range []struct {
+				replay   bool
+				id       string
+				replayed bool
+				says     string
+			}{
+				{false, "", false, ""},
+				{true, "", true, `replay default of group g: deleted the stored offsets of 2 partitions`},
+				{true, "", false, `replay default of group g was done at`},
+				{true, "again", true, `replay again of group g: deleted`},
+				{true, "again", false, `NOT replaying again`},
+			} {
+				// One new record per start, to wait for.
+				before := int64(n + i)
+				if i > 0 {
+					r := &kgo.Record{Topic: "in", Value: []byte(fmt.Sprintf(`{"seq":%d,"user":"u","amount":1}`, n+i-1))}
+					if err := k.cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+						t.Fatal(err)
+					}
+					before = int64(n + i - 1)
+				}
+				logs := &syncBuffer{}
+				met := sink.NewMetrics("g")
+				stop := runSink(t, sink.Config{DSN: dsn, Group: "g", Topics: []string{"in"}, Mapping: m, ClientOpts: k.opts(),
+					Replay: c.replay, ReplayID: c.id, Metrics: met, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+				waitStored(t, db, "g", "in", int64(n+i), time.Minute)
+				if err := stop(); err != nil {
+					t.Fatal(err)
+				}
+				want := 0.0
+				if c.replayed {
+					want = float64(before)
+				}
+				if got := testutil.ToFloat64(met.Duplicates()); got != want {
+					t.Fatalf("start %d (replay %v, id %q): %v duplicates absorbed, want %v; log:\n%s", i, c.replay, c.id, got, want, logs)
+				}
+				if !strings.Contains(logs.String(), c.says) {
+					t.Fatalf("start %d: the log does not say %q:\n%s", i, c.says, logs)
+				}
+			}
+			requireEachKeyOnce(t, db, "events", n+4)
+		})
 	}
 }

@@ -1,10 +1,12 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -65,6 +67,12 @@ func (s *Sink) write(ctx context.Context, recs []*kgo.Record) error {
 	if len(order) == 0 {
 		return nil
 	}
+	// One order for every process: two transactions that lock the same
+	// offsets rows lock them in the same order, so they queue instead of
+	// deadlocking.
+	slices.SortFunc(order, func(a, b tp) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
 	oneByOne := false
 	var out outcome
 	onErr := func(err error, class string) {
@@ -103,6 +111,7 @@ func (s *Sink) write(ctx context.Context, recs []*kgo.Record) error {
 	for _, d := range out.dead {
 		s.cfg.Metrics.deadLetter(d.dead.Reason)
 	}
+	s.warnDead(out.dead)
 	took := time.Since(start)
 	s.cfg.Metrics.committed(len(items), out.rows, out.dups, took)
 	s.event(pipeline.Event{Kind: pipeline.EventCommitted, Consumed: len(items), Records: out.rows, DeadLetters: len(out.dead), Duration: took})
@@ -111,7 +120,7 @@ func (s *Sink) write(ctx context.Context, recs []*kgo.Record) error {
 	}
 	// For lag tools only: the sink resumes from the database, never from
 	// these.
-	s.cl.CommitOffsets(ctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+	s.cl.CommitOffsets(context.WithoutCancel(ctx), commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			s.cfg.Logger.Debug("committing offsets to Kafka for lag tools failed", "error", err)
 		}
@@ -122,7 +131,25 @@ func (s *Sink) write(ctx context.Context, recs []*kgo.Record) error {
 // attempt runs one try of the batch's transaction.
 func (s *Sink) attempt(ctx context.Context, items []item, order []tp, from, next map[tp]int64, oneByOne bool) (outcome, error) {
 	var out outcome
-	tx, err := s.db.BeginTx(ctx, nil)
+	// The COPY path needs the transaction's own connection.
+	var conn *sql.Conn
+	if s.useCopy(len(items), oneByOne) {
+		var err error
+		if conn, err = s.db.Conn(ctx); err != nil {
+			return out, err
+		}
+		defer conn.Close()
+		if err := s.ensureStage(ctx, conn); err != nil {
+			return out, err
+		}
+	}
+	var tx *sql.Tx
+	var err error
+	if conn != nil {
+		tx, err = conn.BeginTx(ctx, nil)
+	} else {
+		tx, err = s.db.BeginTx(ctx, nil)
+	}
 	if err != nil {
 		return out, err
 	}
@@ -146,6 +173,8 @@ func (s *Sink) attempt(ctx context.Context, items []item, order []tp, from, next
 		err = s.transitions(ctx, tx, good, &out)
 	case oneByOne:
 		err = s.insertEach(ctx, tx, good, &out)
+	case conn != nil:
+		err = s.copyAll(ctx, conn, tx, good, &out)
 	default:
 		err = s.insertAll(ctx, tx, good, &out)
 	}
@@ -187,7 +216,7 @@ func (s *Sink) insertAll(ctx context.Context, tx *sql.Tx, good []*item, out *out
 			args = append(args, it.row.key)
 			args = append(args, it.row.vals...)
 		}
-		res, err := tx.ExecContext(ctx, s.db.d.insertSQL(m.Table, s.cols, m.KeyColumn, n, m.Mode == ModeUpsert), args...)
+		res, err := tx.ExecContext(ctx, s.db.d.insertSQL(m.Table, s.cols, m.KeyColumn, n, m.Mode == ModeUpsert, s.keyUnique), args...)
 		if err != nil {
 			if c, _ := classify(err); c == permanent {
 				return fmt.Errorf("%w: %w", errRowFailed, err)
@@ -218,7 +247,7 @@ func (s *Sink) count(res sql.Result, n int, out *outcome) {
 // dead-letters the ones the database rejects for their data.
 func (s *Sink) insertEach(ctx context.Context, tx *sql.Tx, good []*item, out *outcome) error {
 	m := s.cfg.Mapping
-	q := s.db.d.insertSQL(m.Table, s.cols, m.KeyColumn, 1, m.Mode == ModeUpsert)
+	q := s.db.d.insertSQL(m.Table, s.cols, m.KeyColumn, 1, m.Mode == ModeUpsert, s.keyUnique)
 	for _, it := range good {
 		args := append([]any{it.row.key}, it.row.vals...)
 		var res sql.Result
@@ -333,6 +362,6 @@ func rejected(it *item, err error, out *outcome) bool {
 	if c, _ := classify(err); c != permanent {
 		return false
 	}
-	out.dead = append(out.dead, item{rec: it.rec, dead: &pipeline.DeadLetterError{Reason: "rejected-by-database", Err: err}})
+	out.dead = append(out.dead, item{rec: it.rec, dead: &pipeline.DeadLetterError{Reason: "rejected-by-database", Err: errors.New(dbReason(err))}})
 	return true
 }

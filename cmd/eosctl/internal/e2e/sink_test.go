@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,19 +99,14 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 	e := newEnv(t, broker.Config{})
 	srv := dbtest.StartPrivate(t, kind)
 	db := dbtest.Open(t, srv.DSN)
-	text := "TEXT"
-	if kind == dbtest.MySQL {
-		text = "VARCHAR(64)"
-	}
-	if _, err := db.ExecContext(t.Context(), "CREATE TABLE events (seq BIGINT NOT NULL, usr "+text+" NOT NULL, amount DOUBLE PRECISION)"); err != nil {
-		t.Fatal(err)
-	}
+	keylessEvents(t, db, kind)
 	mapping := writer(t)("events.yaml", sinkMapping)
 	// A commit delay keeps each batch's transaction open long enough for
 	// a kill to land inside it; many retries ride out the server restart.
 	// No commits to Kafka's group: whatever a restarted or newly assigned
 	// process resumes from can only come from the database.
-	extra := []string{"--batch-size", "500", "--test-commit-delay", "20ms", "--retry-attempts", "30", "--retry-max", "2s", "--kafka-commit=false"}
+	extra := []string{"--batch-size", "500", "--test-commit-delay", "20ms", "--retry-attempts", "30", "--retry-max", "2s", "--kafka-commit=false",
+		"--pg-write-path", "copy"} // PostgreSQL's COPY path, as at batches of 5,000 and more
 	produced := e.produceAsync("sink-in", n, partitions, 20_000)
 
 	procs := []*supervise.Proc{e.sinkProc(0, srv.DSN, mapping, group, "sink-in", extra...)}
@@ -178,16 +172,11 @@ func sinkExactlyOnce(t *testing.T, kind string) {
 		t.Fatalf("only %d of %d kills landed between a batch's write and its commit (restarted: %v)", midTxn, kills, restarted)
 	}
 
-	dups := queryInt(t, db, "SELECT COUNT(*) FROM (SELECT seq, COUNT(*) FROM events GROUP BY seq HAVING COUNT(*) > 1) d")
-	rows := queryInt(t, db, "SELECT COUNT(*) FROM events")
-	distinct := queryInt(t, db, fmt.Sprintf("SELECT COUNT(DISTINCT seq) FROM events WHERE seq >= 0 AND seq < %d", n))
-	if dups != 0 || rows != n || distinct != n {
-		t.Fatalf("after the faults: %d keys with more than one row, %d rows, %d distinct keys: want 0, %d, %d", dups, rows, distinct, n, n)
-	}
+	requireEachSeqOnce(t, db, n)
 	requireStoredAtEnd(t, e, db, group, "sink-in")
 	retried := strings.Count(e.logs.String(), "rolled back, retrying")
 	t.Logf("%s: %d rows, each key once, after %d kills (%d between write and commit), a 1->2->1 rebalance and a server restart (%d batches rolled back and retried); %d batches committed",
-		dbtest.Name(kind), rows, kills, midTxn, retried, e.Count(pipeline.EventCommitted))
+		dbtest.Name(kind), n, kills, midTxn, retried, e.Count(pipeline.EventCommitted))
 
 	// The replay: with the key made unique, the whole topic again.
 	if _, err := db.ExecContext(t.Context(), "ALTER TABLE events ADD PRIMARY KEY (seq)"); err != nil {
@@ -248,18 +237,20 @@ func TestSinkBadInputExitsWithADocumentedCode(t *testing.T) {
 				name, dsn, mapping string
 				code               int
 				says               string
+				extra              []string
 			}{
-				{"bad DSN", strings.Replace(dsn, "://", ":/", 1), good, 2, "--to"},
-				{"unknown scheme", "oracle://u:p@127.0.0.1/db", good, 2, "--to scheme"},
-				{"missing table", dsn, write("t.yaml", strings.Replace(sinkMapping, "table: events", "table: nope", 1)), 2, "nope"},
-				{"missing column", dsn, write("c.yaml", sinkMapping+"  nocol: amount\n"), 2, "nocol"},
-				{"bad mapping", dsn, write("m.yaml", sinkMapping+"  x: amount +\n"), 2, "columns.x"},
-				{"wrong password", dbtest.WithPassword(dsn, "wrong"), good, 4, "authentication"},
+				{"bad DSN", strings.Replace(dsn, "://", ":/", 1), good, 2, "--to", nil},
+				{"unknown scheme", "oracle://u:p@127.0.0.1/db", good, 2, "--to scheme", nil},
+				{"missing table", dsn, write("t.yaml", strings.Replace(sinkMapping, "table: events", "table: nope", 1)), 2, "nope", nil},
+				{"missing column", dsn, write("c.yaml", sinkMapping+"  nocol: amount\n"), 2, "nocol", nil},
+				{"bad mapping", dsn, write("m.yaml", sinkMapping+"  x: amount +\n"), 2, "columns.x", nil},
+				{"wrong password", dbtest.WithPassword(dsn, "wrong"), good, 4, "authentication", nil},
+				{"replay id without =", dsn, good, 2, "--replay=ID", []string{"--replay", "2"}},
 			}
 			for _, c := range cases {
 				var stderr strings.Builder
-				p, err := supervise.Start(e.ctx, supervise.Config{Name: c.name, Bin: eosctl, Stderr: &stderr, Args: []string{"sink",
-					"--brokers", e.b.Addrs()[0], "--to", c.dsn, "--mapping", c.mapping, "--group", "g", "--input", "bad-in", "--retry-attempts", "2"}})
+				p, err := supervise.Start(e.ctx, supervise.Config{Name: c.name, Bin: eosctl, Stderr: &stderr, Args: append([]string{"sink",
+					"--brokers", e.b.Addrs()[0], "--to", c.dsn, "--mapping", c.mapping, "--group", "g", "--input", "bad-in", "--retry-attempts", "2"}, c.extra...)})
 				if err != nil {
 					t.Fatal(err)
 				}
