@@ -42,7 +42,7 @@ the first of a key in insert mode, the last in upsert mode.
 
 It never changes the table unless --repair is given, and even then only
 re-sends the missing records through the sink's idempotent write (INSERT ...
-ON CONFLICT DO NOTHING), so repairing twice is safe; extra and changed rows
+ON CONFLICT (key) DO NOTHING), so repairing twice is safe; extra and changed rows
 are reported, never deleted or overwritten. Each run stores its watermark
 (table eos_reconcile_state) and the next run continues from it; --from N
 reruns from offset N instead, with the same result when nothing changed.

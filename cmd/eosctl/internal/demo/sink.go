@@ -203,7 +203,7 @@ func Sink(ctx context.Context, cfg SinkConfig) (*SinkReport, error) {
 	rep.NaiveRows, rep.NaiveDistinct = count("SELECT COUNT(*) FROM naive_payments"), count("SELECT COUNT(DISTINCT seq) FROM naive_payments")
 	say("   naive_payments: %d rows for %d keys: %d duplicate rows", rep.NaiveRows, rep.NaiveDistinct, rep.NaiveRows-rep.NaiveDistinct)
 
-	say("\n2. eosctl sink: rows and offsets in one transaction, INSERT ... ON CONFLICT DO NOTHING.")
+	say("\n2. eosctl sink: rows and offsets in one transaction, INSERT ... ON CONFLICT (key) DO NOTHING.")
 	if err := run("sink", "payments-sink", "payments", sinkProgress, sinkDone); err != nil {
 		return nil, err
 	}
