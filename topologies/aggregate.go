@@ -355,23 +355,7 @@ func (t *Aggregate) eventTime(in *pipeline.Record) (int64, error) {
 	if t.time == nil {
 		return in.Timestamp.UnixMilli(), nil
 	}
-	v, err := t.time.eval(t.env.m)
-	if err != nil {
-		return 0, err
-	}
-	switch x := v.(type) {
-	case int:
-		return int64(x), nil
-	case float64:
-		return int64(x), nil
-	case time.Time:
-		return x.UnixMilli(), nil
-	case string:
-		if ts, err := time.Parse(time.RFC3339Nano, x); err == nil {
-			return ts.UnixMilli(), nil
-		}
-	}
-	return 0, pipeline.DeadLetter("expression-error", fmt.Errorf("%s: time gave %v (%T), want Unix milliseconds or RFC 3339 text", t.time.where, v, v))
+	return evalEventTime(t.time, t.env)
 }
 
 // scratch returns the slice for the current record's values: one per
