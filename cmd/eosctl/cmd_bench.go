@@ -144,8 +144,10 @@ other modes commit as often as auto chose to.
 --topology passthrough,aggregate runs both, one after the other, each with
 its own table and files (kstreams.json becomes kstreams-passthrough.json and
 kstreams-aggregate.json): with --modes eos,kstreams, the whole comparison
-with Kafka Streams in one command. Every setting is checked for both before
-either runs.
+with Kafka Streams in one command. Each topology runs the modes of --modes
+that run it (the copy loops baseline, bare and javaloop passthrough only,
+eos-nopreagg the aggregate only), and says which it left out. Every setting
+is checked for both before either runs.
 
 --topology aggregate (modes eos and kstreams only, eos alone by default; no
 --sizes) runs the aggregate topology under aggcheck.Config on
@@ -178,8 +180,9 @@ extension; repeatable).`,
   # the same with and without eos's pre-aggregation: the design and the engine apart
   EOSCTL_BROKERS=127.0.0.1:9092 eosctl bench --topology aggregate --modes eos,eos-nopreagg,kstreams --intervals 100ms --repeat 3
   eosctl --brokers 127.0.0.1:9092 bench --topology passthrough,aggregate --modes eos,kstreams --intervals 100ms --records 300000 --repeat 3 --latency-rate 1000 --json kstreams.json
-  # the matched comparison: eos, the franz-go and Java loops and Kafka Streams with eos's client settings, warm JVMs, 1 and 2 cores:
-  eosctl --brokers 127.0.0.1:9092 bench --modes bare,javaloop,eos,kstreams,kstreams-defaults --threads 1,2 --sizes 100 --intervals 100ms --records 3000000 --repeat 2 --latency-rate 2000 --json matched.json`,
+  # the matched comparison in one command: eos, the franz-go and Java loops and Kafka Streams with eos's client
+  # settings, warm JVMs, 1 and 2 cores; each topology runs the modes that run it:
+  eosctl --brokers 127.0.0.1:9092 bench --topology passthrough,aggregate --modes bare,javaloop,eos,eos-nopreagg,kstreams,kstreams-defaults --threads 1,2 --sizes 100 --intervals 100ms --repeat 2 --json matched.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -277,6 +280,27 @@ extension; repeatable).`,
 				if len(names) > 1 {
 					if slices.ContainsFunc(cfgs, func(o bench.Config) bool { return o.Topology == c.Topology }) {
 						return usage(fmt.Errorf("--topology: %s is listed twice", c.Topology))
+					}
+					// Each topology runs the modes of --modes that run
+					// it, so that one command compares every peer on both.
+					if len(c.Modes) > 0 {
+						var kept, dropped []string
+						for _, m := range c.Modes {
+							if m.RunsOn(c.Topology) {
+								kept = append(kept, string(m))
+							} else {
+								dropped = append(dropped, string(m))
+							}
+						}
+						if len(kept) == 0 {
+							return usage(fmt.Errorf("--modes: none of %s runs the %s topology", modes, c.Topology))
+						}
+						if len(dropped) > 0 {
+							fmt.Fprintf(cmd.ErrOrStderr(), "bench: the %s topology runs %s of --modes (%s do not run it)\n", c.Topology, strings.Join(kept, ","), strings.Join(dropped, ", "))
+						}
+						if c.Modes, err = bench.ParseModes(strings.Join(kept, ",")); err != nil {
+							return usage(err)
+						}
 					}
 					c.JSONPath, c.CSVPath = perTopology(c.JSONPath, c.Topology), perTopology(c.CSVPath, c.Topology)
 					c.ChartPaths = nil

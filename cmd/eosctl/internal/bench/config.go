@@ -107,6 +107,21 @@ const (
 // isEOS reports whether m runs the eos worker (eosctl run).
 func (m Mode) isEOS() bool { return m == ModeEOS || m == ModeEOSNoPreagg }
 
+// RunsOn reports whether the mode can run topology: the copy loops
+// (baseline, bare, the Java loops) keep no state and run passthrough only,
+// eos-nopreagg exists for the aggregate alone, eos and Kafka Streams run
+// both. Config.Validate refuses a mode that does not; a command running
+// several topologies keeps for each the modes that do.
+func (m Mode) RunsOn(topology string) bool {
+	switch topology {
+	case topologyAggregate:
+		return m.isEOS() || m.kstreams()
+	case "passthrough":
+		return m != ModeEOSNoPreagg
+	}
+	return false
+}
+
 // AllModes are the modes in the order a cell runs them by default. The
 // kstreams mode is not among them: it needs real brokers, Java and Maven.
 var AllModes = []Mode{ModeBaseline, ModeBare, ModeEOS}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,13 +158,15 @@ func TestBenchBadFlagsAreUsageErrors(t *testing.T) {
 }
 
 // eosctl bench --topology passthrough,aggregate is one command for both
-// topologies: each runs in turn with the modes given, judged its own way
-// (a copy, every window), with its own table and its own files named for
-// it; a bad setting for either fails before anything runs.
+// topologies: each runs in turn with the modes given that run it (baseline,
+// a stateless copy loop, the passthrough only, and the command says so),
+// judged its own way (a copy, every window), with its own table and its own
+// files named for it; a topology none of the modes runs fails before
+// anything runs.
 func TestBenchRunsBothTopologiesFromOneCommand(t *testing.T) {
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "b.json")
-	cmd := exec.Command(eosctl, "bench", "--topology", "passthrough,aggregate", "--modes", "eos", "--records", "3000",
+	cmd := exec.Command(eosctl, "bench", "--topology", "passthrough,aggregate", "--modes", "baseline,eos", "--records", "3000",
 		"--intervals", "100ms", "--repeat", "1", "--partitions", "2", "--latency-rate", "500", "--latency-duration", "300ms", "--json", jsonPath)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -174,6 +177,9 @@ func TestBenchRunsBothTopologiesFromOneCommand(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
+	}
+	if want := "the aggregate topology runs eos of --modes (baseline do not run it)"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 	}
 	for _, topology := range []string{"passthrough", "aggregate"} {
 		var rep struct {
@@ -197,22 +203,29 @@ func TestBenchRunsBothTopologiesFromOneCommand(t *testing.T) {
 		// passthrough's cells are its default sizes (--sizes would be
 		// refused for the aggregate), the aggregate's one.
 		cells := map[string]int{"passthrough": 2, "aggregate": 1}[topology]
+		modes := map[string][]string{"passthrough": {"baseline", "eos"}, "aggregate": {"eos"}}[topology]
 		ok := rep.Params.Topology == topology && len(rep.Cells) == cells
 		for _, c := range rep.Cells {
-			ok = ok && len(c.Runs) == 1 && c.Runs[0].Mode == "eos" && c.Runs[0].Verified
+			var ran []string
+			for _, r := range c.Runs {
+				ok = ok && r.Verified
+				ran = append(ran, r.Mode)
+			}
+			slices.Sort(ran)
+			ok = ok && slices.Equal(ran, modes)
 		}
 		if !ok {
-			t.Errorf("b-%s.json: %+v, want %d cell(s) of %s, each one verified eos run", topology, rep, cells, topology)
+			t.Errorf("b-%s.json: %+v, want %d cell(s) of %s, each with a verified run of %v", topology, rep, cells, topology, modes)
 		}
 	}
 	if _, err := os.Stat(jsonPath); err == nil {
 		t.Errorf("%s was written; with two topologies each has its own file", jsonPath)
 	}
 
-	// baseline cannot run the aggregate: refused before the passthrough
-	// runs, so nothing is written.
-	code, _, errs := runEosctlEnv(t, nil, "bench", "--topology", "passthrough,aggregate", "--modes", "baseline,eos", "--json", filepath.Join(dir, "c.json"))
-	if code != 2 || !strings.Contains(errs, "stateless copy loop") {
+	// No mode of baseline,bare runs the aggregate: refused before the
+	// passthrough runs, so nothing is written.
+	code, _, errs := runEosctlEnv(t, nil, "bench", "--topology", "passthrough,aggregate", "--modes", "baseline,bare", "--json", filepath.Join(dir, "c.json"))
+	if code != 2 || !strings.Contains(errs, "--modes: none of baseline,bare runs the aggregate topology") {
 		t.Fatalf("exit %d, stderr %q; want exit 2 naming the aggregate's refusal", code, errs)
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "c*")); len(m) != 0 {
