@@ -28,29 +28,15 @@ func Read(ctx context.Context, opts []kgo.Opt, topic string) (map[int32][]*kgo.R
 	if err != nil {
 		return nil, fmt.Errorf("committed: creating client: %w", err)
 	}
-	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	var ends kadm.ListedOffsets
-	if err == nil {
-		ends, err = adm.ListCommittedOffsets(ctx, topic)
-	}
-	if err == nil {
-		err = ends.Error()
-	}
+	rs, err := rangeread.Whole(ctx, kadm.NewClient(cl), topic, false)
 	cl.Close()
 	if err != nil {
-		return nil, fmt.Errorf("committed: listing offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("committed: %w", err)
 	}
 	out := map[int32][]*kgo.Record{}
-	rs := rangeread.Ranges{topic: {}}
-	ends.Each(func(o kadm.ListedOffset) {
-		s, _ := starts.Lookup(topic, o.Partition)
-		out[o.Partition] = nil
-		rs[topic][o.Partition] = rangeread.Span{Start: s.Offset, End: o.Offset}
-	})
+	for p := range rs[topic] {
+		out[p] = nil
+	}
 	if err := rangeread.Read(ctx, opts, rs, rangeread.Options{}, func(r *kgo.Record) {
 		out[r.Partition] = append(out[r.Partition], r)
 	}); err != nil {

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -183,4 +184,36 @@ func Read(ctx context.Context, opts []kgo.Opt, ranges Ranges, o Options, fn func
 		}
 	}
 	return nil
+}
+
+// Whole lists the ranges that hold everything of topic a consumer sees now:
+// every partition from its log start to its last stable offset, or, with
+// uncommitted (a read_uncommitted reader's view), to its high watermark.
+// Both ends are listed before anything is read, so a read of the result is
+// a snapshot: records written after it are not waited for.
+func Whole(ctx context.Context, adm *kadm.Client, topic string, uncommitted bool) (Ranges, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	var ends kadm.ListedOffsets
+	if err == nil {
+		if uncommitted {
+			ends, err = adm.ListEndOffsets(ctx, topic)
+		} else {
+			ends, err = adm.ListCommittedOffsets(ctx, topic)
+		}
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing offsets of %s: %w", topic, err)
+	}
+	rs := Ranges{topic: {}}
+	ends.Each(func(o kadm.ListedOffset) {
+		s, _ := starts.Lookup(topic, o.Partition)
+		rs[topic][o.Partition] = Span{Start: s.Offset, End: o.Offset}
+	})
+	return rs, nil
 }

@@ -50,26 +50,10 @@ func (r *run) judge(ctx context.Context) error {
 // watermark as a read_uncommitted consumer sees them: committed and aborted
 // alike.
 func countLog(ctx context.Context, cl *kgo.Client, opts []kgo.Opt, topic string) (int64, error) {
-	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	var ends kadm.ListedOffsets
-	if err == nil {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-	}
-	if err == nil {
-		err = ends.Error()
-	}
+	ranges, err := rangeread.Whole(ctx, kadm.NewClient(cl), topic, true)
 	if err != nil {
-		return 0, fmt.Errorf("listing offsets of %s: %w", topic, err)
+		return 0, err
 	}
-	ranges := rangeread.Ranges{topic: {}}
-	ends.Each(func(o kadm.ListedOffset) {
-		s, _ := starts.Lookup(topic, o.Partition)
-		ranges[topic][o.Partition] = rangeread.Span{Start: s.Offset, End: o.Offset}
-	})
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var n int64
