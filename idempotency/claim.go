@@ -46,9 +46,9 @@ func (s *Store) claim(ctx context.Context, bizType, key, owner string) (string, 
 		}
 	}
 
-	d, t := s.d, s.d.quote(s.cfg.Table)
+	d, t := s.d, s.d.Quote(s.cfg.Table)
 	insert := fmt.Sprintf("INSERT INTO %s (idem_key, day, biz_type, state, owner, claimed_at) VALUES (%s, %s, %s, '%s', %s, %s)",
-		t, d.ph(1), d.ph(2), d.ph(3), inProgress, d.ph(4), d.now())
+		t, d.Ph(1), d.Ph(2), d.Ph(3), inProgress, d.Ph(4), d.now())
 	if d == postgres {
 		insert += " ON CONFLICT DO NOTHING"
 	} else {
@@ -66,10 +66,10 @@ func (s *Store) claim(ctx context.Context, bizType, key, owner string) (string, 
 	// (The day as text and the age as a comparison: the MySQL driver
 	// scans dates only with parseTime, which the caller's DSN may lack.)
 	q := fmt.Sprintf("SELECT CAST(day AS CHAR(10)), biz_type, state, owner, claimed_at < %s, result, error FROM %s WHERE idem_key = %s",
-		d.ago(d.ph(1)), t, d.ph(2))
+		d.ago(d.Ph(1)), t, d.Ph(2))
 	args := []any{s.cfg.StaleAfter.Microseconds(), key}
 	if inserted == 1 {
-		q += " AND day <> " + d.ph(3)
+		q += " AND day <> " + d.Ph(3)
 		args = append(args, today)
 	}
 	q += " ORDER BY day LIMIT 1"
@@ -99,7 +99,7 @@ func (s *Store) claim(ctx context.Context, bizType, key, owner string) (string, 
 	// Stale: take it over, compare-and-set on the owner, so that of two
 	// callers taking over at once one wins.
 	res, err = conn.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET owner = %s, claimed_at = %s WHERE idem_key = %s AND day = %s AND owner = %s AND state = '%s'",
-		t, d.ph(1), d.now(), d.ph(2), d.ph(3), d.ph(4), inProgress), owner, key, r.day, r.owner)
+		t, d.Ph(1), d.now(), d.Ph(2), d.Ph(3), d.Ph(4), inProgress), owner, key, r.day, r.owner)
 	if err != nil {
 		return "", false, nil, fmt.Errorf("idempotency: taking over %q: %w", key, err)
 	}

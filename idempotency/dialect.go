@@ -3,39 +3,31 @@ package idempotency
 import (
 	"database/sql"
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/eosctl/eos/internal/sqldialect"
 )
 
-// dialect is what differs between PostgreSQL and MySQL here.
-type dialect struct {
-	name string // "postgres" or "mysql"
-}
+// dialect is what differs between PostgreSQL and MySQL here: the shared
+// answers of sqldialect, and this package's own statements below.
+type dialect struct{ *sqldialect.Dialect }
 
 var (
-	postgres = &dialect{name: "postgres"}
-	mysql    = &dialect{name: "mysql"}
+	postgres = &dialect{sqldialect.Postgres}
+	mysql    = &dialect{sqldialect.MySQL}
 )
 
 // dialectOf tells the database from db's driver.
 func dialectOf(db *sql.DB) (*dialect, error) {
-	t := fmt.Sprintf("%T", db.Driver())
+	d, err := sqldialect.Of(db)
 	switch {
-	case strings.Contains(t, "stdlib"), strings.Contains(t, "pgx"), strings.Contains(t, "pq."):
+	case err != nil:
+		return nil, fmt.Errorf("idempotency: %w", err)
+	case d == sqldialect.Postgres:
 		return postgres, nil
-	case strings.Contains(t, "mysql"):
+	case d == sqldialect.MySQL:
 		return mysql, nil
 	}
-	return nil, fmt.Errorf("idempotency: driver %s: want PostgreSQL (pgx) or MySQL (go-sql-driver/mysql)", t)
-}
-
-// quote quotes an identifier, doubling the quote character inside it.
-// (Config.Table is also refused unless it is a plain identifier.)
-func (d *dialect) quote(id string) string {
-	if d == mysql {
-		return "`" + strings.ReplaceAll(id, "`", "``") + "`"
-	}
-	return `"` + strings.ReplaceAll(id, `"`, `""`) + `"`
+	return nil, fmt.Errorf("idempotency: %s: want PostgreSQL (pgx) or MySQL (go-sql-driver/mysql)", d.Name)
 }
 
 // now is the database's clock, in UTC for MySQL's DATETIME columns: a
@@ -58,13 +50,6 @@ func (d *dialect) ago(ph string) string {
 	return "now() - " + ph + "::bigint * interval '1 microsecond'"
 }
 
-func (d *dialect) ph(i int) string {
-	if d == postgres {
-		return "$" + strconv.Itoa(i)
-	}
-	return "?"
-}
-
 // createSQL creates the records table, partitioned by day. MySQL needs
 // one partition at creation: the first day's.
 func (d *dialect) createSQL(table, firstDay, nextDay string) string {
@@ -80,7 +65,7 @@ func (d *dialect) createSQL(table, firstDay, nextDay string) string {
 	result BYTEA,
 	error TEXT,
 	PRIMARY KEY (idem_key, day)
-) PARTITION BY RANGE (day)`, d.quote(table))
+) PARTITION BY RANGE (day)`, d.Quote(table))
 	}
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	idem_key VARCHAR(255) NOT NULL,
@@ -93,5 +78,5 @@ func (d *dialect) createSQL(table, firstDay, nextDay string) string {
 	result LONGBLOB,
 	error TEXT,
 	PRIMARY KEY (idem_key, day)
-) PARTITION BY RANGE COLUMNS (day) (PARTITION %s VALUES LESS THAN ('%s'))`, d.quote(table), partitionName(table, firstDay), nextDay)
+) PARTITION BY RANGE COLUMNS (day) (PARTITION %s VALUES LESS THAN ('%s'))`, d.Quote(table), partitionName(table, firstDay), nextDay)
 }

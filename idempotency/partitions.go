@@ -86,14 +86,14 @@ func (s *Store) ensure(ctx context.Context, day string) error {
 }
 
 func (s *Store) addPartition(ctx context.Context, day string) error {
-	name, t := partitionName(s.cfg.Table, day), s.d.quote(s.cfg.Table)
+	name, t := partitionName(s.cfg.Table, day), s.d.Quote(s.cfg.Table)
 	var q string
 	if s.d == postgres {
-		q = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')", s.d.quote(name), t, day, nextDay(day))
+		q = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')", s.d.Quote(name), t, day, nextDay(day))
 	} else {
 		// RANGE partitions are added above the highest one only, which is
 		// where a new day goes.
-		q = fmt.Sprintf("ALTER TABLE %s ADD PARTITION (PARTITION %s VALUES LESS THAN ('%s'))", t, s.d.quote(name), nextDay(day))
+		q = fmt.Sprintf("ALTER TABLE %s ADD PARTITION (PARTITION %s VALUES LESS THAN ('%s'))", t, s.d.Quote(name), nextDay(day))
 	}
 	if _, err := s.db.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("idempotency: adding partition %s: %w", name, err)
@@ -127,9 +127,9 @@ func (s *Store) Maintain(ctx context.Context) ([]string, error) {
 		name := partitionName(s.cfg.Table, day)
 		var q string
 		if s.d == postgres {
-			q = "DROP TABLE " + s.d.quote(name)
+			q = "DROP TABLE " + s.d.Quote(name)
 		} else {
-			q = fmt.Sprintf("ALTER TABLE %s DROP PARTITION %s", s.d.quote(s.cfg.Table), s.d.quote(name))
+			q = fmt.Sprintf("ALTER TABLE %s DROP PARTITION %s", s.d.Quote(s.cfg.Table), s.d.Quote(name))
 		}
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return dropped, fmt.Errorf("idempotency: dropping partition %s: %w", name, err)

@@ -246,7 +246,7 @@ func (s *Store) run(ctx context.Context, key, day, owner string, h Handler) ([]b
 	}
 	d := s.d
 	res, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET state = %s, result = %s, error = %s, finished_at = %s WHERE idem_key = %s AND day = %s AND owner = %s AND state = '%s'",
-		d.quote(s.cfg.Table), d.ph(1), d.ph(2), d.ph(3), d.now(), d.ph(4), d.ph(5), d.ph(6), inProgress),
+		d.Quote(s.cfg.Table), d.Ph(1), d.Ph(2), d.Ph(3), d.now(), d.Ph(4), d.Ph(5), d.Ph(6), inProgress),
 		state, value, msg, key, day, owner)
 	if err != nil {
 		return nil, err
@@ -273,7 +273,7 @@ func (s *Store) release(key, day, owner string) {
 	defer cancel()
 	d := s.d
 	_, _ = s.db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE idem_key = %s AND day = %s AND owner = %s AND state = '%s'",
-		d.quote(s.cfg.Table), d.ph(1), d.ph(2), d.ph(3), inProgress), key, day, owner)
+		d.Quote(s.cfg.Table), d.Ph(1), d.Ph(2), d.Ph(3), inProgress), key, day, owner)
 }
 
 func token() string {

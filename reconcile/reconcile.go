@@ -53,6 +53,7 @@ import (
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/rangeread"
+	"github.com/eosctl/eos/internal/sqldialect"
 	"github.com/eosctl/eos/sink"
 	"github.com/eosctl/eos/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -231,7 +232,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := db.Ping(ctx, sink.Retry{Attempts: 3}); err != nil {
 		return nil, err
 	}
-	st := &store{db: db, cfg: cfg}
+	d, err := sqldialect.Of(db.DB)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	st := &store{db: db, d: d, cfg: cfg}
 	if err := st.create(ctx); err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func (s *store) snapshot(ctx context.Context) (querier, func(), error) {
 // pending".
 func (s *store) sinkOffsets(ctx context.Context, q querier) (map[int32]int64, error) {
 	out, err := partitionOffsets(ctx, q, fmt.Sprintf("SELECT kafka_partition, next_offset FROM %s WHERE consumer_group = %s AND topic = %s",
-		s.q(s.cfg.OffsetsTable), s.ph(1), s.ph(2)), s.cfg.Group, s.cfg.Topic)
+		s.d.Quote(s.cfg.OffsetsTable), s.d.Ph(1), s.d.Ph(2)), s.cfg.Group, s.cfg.Topic)
 	if err != nil && (strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "no such table")) {
 		return nil, eos.BadConfig("reconcile.Config", "OffsetsTable %s: the sink's offsets table is not in this database: %w", s.cfg.OffsetsTable, err)
 	}
@@ -69,7 +69,7 @@ func (s *store) sinkOffsets(ctx context.Context, q querier) (map[int32]int64, er
 // keyText is the SQL of the key column as text, in the select list only:
 // a look-up compares the column itself, so that its index is used.
 func (s *store) keyText() string {
-	k := s.q(s.cfg.Mapping.KeyColumn)
+	k := s.d.Quote(s.cfg.Mapping.KeyColumn)
 	switch s.db.Dialect() {
 	case "postgres":
 		return k + "::text"
@@ -107,17 +107,17 @@ func (s *store) lookup(ctx context.Context, q querier, keys []any, fn func(key s
 	m := s.cfg.Mapping
 	cols := make([]string, len(m.Columns))
 	for i, c := range m.Columns {
-		cols[i] = s.q(c.Name)
+		cols[i] = s.d.Quote(c.Name)
 	}
 	phs := make([]string, len(keys))
 	for i := range keys {
-		phs[i] = s.ph(i + 1)
+		phs[i] = s.d.Ph(i + 1)
 	}
 	sel := s.keyText()
 	if len(cols) > 0 {
 		sel += ", " + strings.Join(cols, ", ")
 	}
-	rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", sel, s.q(m.Table), s.q(m.KeyColumn), strings.Join(phs, ", ")), keys...)
+	rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", sel, s.d.Quote(m.Table), s.d.Quote(m.KeyColumn), strings.Join(phs, ", ")), keys...)
 	if err != nil {
 		return fmt.Errorf("reading table %s: %w", m.Table, err)
 	}
@@ -141,7 +141,7 @@ func (s *store) lookup(ctx context.Context, q querier, keys []any, fn func(key s
 // tableKeys streams every key of the table, as text.
 func (s *store) tableKeys(ctx context.Context, q querier, fn func(string) error) error {
 	m := s.cfg.Mapping
-	rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s", s.keyText(), s.q(m.Table)))
+	rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s", s.keyText(), s.d.Quote(m.Table)))
 	if err != nil {
 		return fmt.Errorf("reading table %s: %w", m.Table, err)
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
+	"github.com/eosctl/eos/internal/sqldialect"
 	"github.com/eosctl/eos/sink"
 )
 
@@ -13,22 +13,8 @@ import (
 // reconciler's own state and report tables.
 type store struct {
 	db  *sink.DB
+	d   *sqldialect.Dialect // quoting and placeholders
 	cfg Config
-}
-
-// q quotes an identifier, doubling the quote character inside it.
-func (s *store) q(id string) string {
-	if s.db.Dialect() == "mysql" {
-		return "`" + strings.ReplaceAll(id, "`", "``") + "`"
-	}
-	return `"` + strings.ReplaceAll(id, `"`, `""`) + `"`
-}
-
-func (s *store) ph(i int) string {
-	if s.db.Dialect() == "postgres" {
-		return fmt.Sprintf("$%d", i)
-	}
-	return "?"
 }
 
 func (s *store) create(ctx context.Context) error {
@@ -38,9 +24,9 @@ func (s *store) create(ctx context.Context) error {
 	}
 	for _, q := range []string{
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name %s NOT NULL, topic %s NOT NULL, kafka_partition INTEGER NOT NULL,
-			watermark BIGINT NOT NULL, PRIMARY KEY (name, topic, kafka_partition))`, s.q(s.cfg.StateTable), text, text),
+			watermark BIGINT NOT NULL, PRIMARY KEY (name, topic, kafka_partition))`, s.d.Quote(s.cfg.StateTable), text, text),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name %s NOT NULL, run_started %s NOT NULL, kind %s NOT NULL, record_key TEXT NOT NULL,
-			kafka_partition INTEGER, kafka_offset BIGINT, column_name TEXT, topic_value TEXT, table_value TEXT)`, s.q(s.cfg.ReportTable), text, ts, text),
+			kafka_partition INTEGER, kafka_offset BIGINT, column_name TEXT, topic_value TEXT, table_value TEXT)`, s.d.Quote(s.cfg.ReportTable), text, ts, text),
 	} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("creating the reconciler's tables: %w", err)
@@ -52,7 +38,7 @@ func (s *store) create(ctx context.Context) error {
 // watermarks reads the stored watermark of each partition.
 func (s *store) watermarks(ctx context.Context) (map[int32]int64, error) {
 	return partitionOffsets(ctx, s.db, fmt.Sprintf("SELECT kafka_partition, watermark FROM %s WHERE name = %s AND topic = %s",
-		s.q(s.cfg.StateTable), s.ph(1), s.ph(2)), s.cfg.Name, s.cfg.Topic)
+		s.d.Quote(s.cfg.StateTable), s.d.Ph(1), s.d.Ph(2)), s.cfg.Name, s.cfg.Topic)
 }
 
 // partitionOffsets reads (partition, offset) rows into a map.
@@ -81,19 +67,19 @@ func (s *store) save(ctx context.Context, rep *Report) error {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	st := s.q(s.cfg.StateTable)
+	st := s.d.Quote(s.cfg.StateTable)
 	for _, r := range rep.Ranges {
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE name = %s AND topic = %s AND kafka_partition = %s", st, s.ph(1), s.ph(2), s.ph(3)),
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE name = %s AND topic = %s AND kafka_partition = %s", st, s.d.Ph(1), s.d.Ph(2), s.d.Ph(3)),
 			s.cfg.Name, s.cfg.Topic, r.Partition); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (name, topic, kafka_partition, watermark) VALUES (%s, %s, %s, %s)", st, s.ph(1), s.ph(2), s.ph(3), s.ph(4)),
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (name, topic, kafka_partition, watermark) VALUES (%s, %s, %s, %s)", st, s.d.Ph(1), s.d.Ph(2), s.d.Ph(3), s.d.Ph(4)),
 			s.cfg.Name, s.cfg.Topic, r.Partition, r.End); err != nil {
 			return err
 		}
 	}
 	ins := fmt.Sprintf("INSERT INTO %s (name, run_started, kind, record_key, kafka_partition, kafka_offset, column_name, topic_value, table_value) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-		s.q(s.cfg.ReportTable), s.ph(1), s.ph(2), s.ph(3), s.ph(4), s.ph(5), s.ph(6), s.ph(7), s.ph(8), s.ph(9))
+		s.d.Quote(s.cfg.ReportTable), s.d.Ph(1), s.d.Ph(2), s.d.Ph(3), s.d.Ph(4), s.d.Ph(5), s.d.Ph(6), s.d.Ph(7), s.d.Ph(8), s.d.Ph(9))
 	for _, fs := range [][]Finding{rep.Missing, rep.Changed, rep.Extra} {
 		for _, f := range fs {
 			if _, err := tx.ExecContext(ctx, ins, s.cfg.Name, rep.Started, f.Kind, f.Key, nullInt(f.Kind != "extra", int64(f.Partition)),

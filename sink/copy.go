@@ -46,7 +46,7 @@ func (s *Sink) copyAll(ctx context.Context, conn *sql.Conn, tx *sql.Tx, good []*
 		}
 		buf.WriteByte('\n')
 	}
-	copySQL := fmt.Sprintf("COPY %s (%s) FROM STDIN", d.quote(stage), d.columnList(s.cols))
+	copySQL := fmt.Sprintf("COPY %s (%s) FROM STDIN", d.Quote(stage), d.columnList(s.cols))
 	err := conn.Raw(func(dc any) error {
 		_, err := dc.(*stdlib.Conn).Conn().PgConn().CopyFrom(ctx, &buf, copySQL)
 		return err
@@ -76,7 +76,7 @@ const copyMinRows = 5000
 
 // useCopy says whether a batch of n records goes by COPY.
 func (s *Sink) useCopy(n int, oneByOne bool) bool {
-	if s.db.d.name != "postgres" || oneByOne || s.cfg.Mapping.Mode == ModeTransition {
+	if s.db.d.Name != "postgres" || oneByOne || s.cfg.Mapping.Mode == ModeTransition {
 		return false
 	}
 	switch s.cfg.PostgresWritePath {
@@ -103,7 +103,7 @@ func (s *Sink) ensureStage(ctx context.Context, conn *sql.Conn) error {
 		}
 		d, m := s.db.d, s.cfg.Mapping
 		q := fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s ON COMMIT DELETE ROWS AS SELECT %s FROM %s WITH NO DATA",
-			d.quote(stageName(m.Table)), d.columnList(s.cols), d.quote(m.Table))
+			d.Quote(stageName(m.Table)), d.columnList(s.cols), d.Quote(m.Table))
 		if _, err := pc.Exec(ctx, q).ReadAll(); err != nil {
 			return err
 		}

@@ -2,46 +2,24 @@ package sink
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/eosctl/eos/internal/sqldialect"
 )
 
-// dialect is what differs between the databases the sink writes to.
-type dialect struct {
-	name string // "postgres", "mysql", "sqlite"
-	// dollar: placeholders are $1, $2... (PostgreSQL); otherwise ?.
-	dollar bool
-	// backtick quotes identifiers with `...` (MySQL); otherwise "...".
-	backtick bool
-	// maxParams bounds the placeholders of one statement: a bigger batch
-	// is split into several INSERTs in the same transaction.
-	maxParams int
-}
+// dialect is what differs between the databases the sink writes to: the
+// shared answers of sqldialect, and the sink's own statements below.
+type dialect struct{ *sqldialect.Dialect }
 
 var (
-	postgres = &dialect{name: "postgres", dollar: true, maxParams: 65535}
-	mysqlDB  = &dialect{name: "mysql", backtick: true, maxParams: 65535}
-	sqliteDB = &dialect{name: "sqlite", maxParams: 32766}
+	postgres = &dialect{sqldialect.Postgres}
+	mysqlDB  = &dialect{sqldialect.MySQL}
+	sqliteDB = &dialect{sqldialect.SQLite}
 )
-
-func (d *dialect) quote(id string) string {
-	if d.backtick {
-		return "`" + strings.ReplaceAll(id, "`", "``") + "`"
-	}
-	return `"` + strings.ReplaceAll(id, `"`, `""`) + `"`
-}
-
-// ph returns the i-th placeholder, counted from 1.
-func (d *dialect) ph(i int) string {
-	if d.dollar {
-		return "$" + strconv.Itoa(i)
-	}
-	return "?"
-}
 
 // now is the SQL for the current timestamp.
 func (d *dialect) now() string {
-	if d.name == "sqlite" {
+	if d.Name == "sqlite" {
 		return "CURRENT_TIMESTAMP"
 	}
 	return "CURRENT_TIMESTAMP(6)"
@@ -67,7 +45,7 @@ func (d *dialect) insertSQL(table string, cols []string, keyCol string, n int, u
 			if i > 0 {
 				v.WriteString(", ")
 			}
-			v.WriteString(d.ph(p))
+			v.WriteString(d.Ph(p))
 			p++
 		}
 		v.WriteByte(')')
@@ -78,13 +56,13 @@ func (d *dialect) insertSQL(table string, cols []string, keyCol string, n int, u
 // insertSelectSQL is insertSQL reading the rows from the staging table
 // stage, which has the same column names (the COPY path).
 func (d *dialect) insertSelectSQL(table, stage string, cols []string, keyCol string, upsert, keyUnique bool) string {
-	return d.insertFrom(table, cols, "SELECT "+d.columnList(cols)+" FROM "+d.quote(stage), keyCol, upsert, keyUnique)
+	return d.insertFrom(table, cols, "SELECT "+d.columnList(cols)+" FROM "+d.Quote(stage), keyCol, upsert, keyUnique)
 }
 
 func (d *dialect) columnList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
-		q[i] = d.quote(c)
+		q[i] = d.Quote(c)
 	}
 	return strings.Join(q, ", ")
 }
@@ -93,16 +71,16 @@ func (d *dialect) columnList(cols []string) string {
 // insertSQL describes.
 func (d *dialect) insertFrom(table string, cols []string, source, keyCol string, upsert, keyUnique bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "INSERT INTO %s (%s) %s", d.quote(table), d.columnList(cols), source)
-	k := d.quote(keyCol)
+	fmt.Fprintf(&b, "INSERT INTO %s (%s) %s", d.Quote(table), d.columnList(cols), source)
+	k := d.Quote(keyCol)
 	switch {
 	case !keyUnique:
 		// No clause: a plain INSERT (upsert needs the key: refused at start).
-	case d.name == "mysql" && !upsert:
+	case d.Name == "mysql" && !upsert:
 		// Not INSERT IGNORE: that also turns NOT NULL, type and
 		// foreign-key errors into warnings and writes a mangled row.
 		fmt.Fprintf(&b, " ON DUPLICATE KEY UPDATE %s = %s", k, k)
-	case d.name == "mysql":
+	case d.Name == "mysql":
 		b.WriteString(" ON DUPLICATE KEY UPDATE ")
 		first := true
 		for _, c := range cols {
@@ -113,7 +91,7 @@ func (d *dialect) insertFrom(table string, cols []string, source, keyCol string,
 				b.WriteString(", ")
 			}
 			first = false
-			fmt.Fprintf(&b, "%s = VALUES(%s)", d.quote(c), d.quote(c))
+			fmt.Fprintf(&b, "%s = VALUES(%s)", d.Quote(c), d.Quote(c))
 		}
 		if first {
 			fmt.Fprintf(&b, "%s = %s", k, k)
@@ -133,7 +111,7 @@ func (d *dialect) insertFrom(table string, cols []string, source, keyCol string,
 				b.WriteString(", ")
 			}
 			first = false
-			fmt.Fprintf(&b, "%s = EXCLUDED.%s", d.quote(c), d.quote(c))
+			fmt.Fprintf(&b, "%s = EXCLUDED.%s", d.Quote(c), d.Quote(c))
 		}
 		if first {
 			b.WriteString("NOTHING")
@@ -152,7 +130,7 @@ func (d *dialect) offsetsDDL(table string) string {
 	kafka_partition INTEGER NOT NULL,
 	next_offset BIGINT NOT NULL,
 	updated_at %s NOT NULL DEFAULT %s,
-	PRIMARY KEY (consumer_group, topic, kafka_partition))`, d.quote(table), text, text, ts, d.now())
+	PRIMARY KEY (consumer_group, topic, kafka_partition))`, d.Quote(table), text, text, ts, d.now())
 }
 
 // textAndTimestamp are the column types of the sink's own tables: a key
@@ -160,7 +138,7 @@ func (d *dialect) offsetsDDL(table string) string {
 // timestamp.
 func (d *dialect) textAndTimestamp() (text, ts string) {
 	text, ts = "TEXT", "TIMESTAMP(6)"
-	switch d.name {
+	switch d.Name {
 	case "mysql":
 		text = "VARCHAR(255)"
 	case "postgres":

@@ -21,7 +21,7 @@ type DB struct {
 }
 
 // Dialect names the database: "postgres", "mysql" or "sqlite".
-func (db *DB) Dialect() string { return db.d.name }
+func (db *DB) Dialect() string { return db.d.Name }
 
 // Open parses dsn and opens a connection pool; it does not connect (see
 // Ping). Accepted forms:

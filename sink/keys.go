@@ -31,7 +31,7 @@ func (u uniqueIndex) isKey(keyCol string) bool {
 // CONFLICT DO NOTHING or ON DUPLICATE KEY UPDATE cannot.
 func uniqueIndexes(ctx context.Context, db *DB, table string) ([]uniqueIndex, error) {
 	var q string
-	switch db.d.name {
+	switch db.d.Name {
 	case "postgres":
 		q = `SELECT i.relname, COALESCE(a.attname, '(expression)'),
 	x.indpred IS NULL AND x.indimmediate AND x.indisvalid
@@ -98,7 +98,7 @@ func (s *Sink) conflictTarget(ctx context.Context) error {
 	}
 	var others []string
 	for _, u := range idx {
-		if u.isKey(m.KeyColumn) && (u.arbiter || s.db.d.name == "mysql") {
+		if u.isKey(m.KeyColumn) && (u.arbiter || s.db.d.Name == "mysql") {
 			s.keyUnique = true
 		} else {
 			others = append(others, u.String())
@@ -110,7 +110,7 @@ func (s *Sink) conflictTarget(ctx context.Context) error {
 	if m.Mode == ModeUpsert && !s.keyUnique {
 		return eos.BadConfig("sink.Config", "Mapping: mode upsert needs a PRIMARY KEY or UNIQUE index on exactly key_column %s of table %s; it has none", m.KeyColumn, m.Table)
 	}
-	if s.db.d.name == "mysql" && s.keyUnique && len(others) > 0 {
+	if s.db.d.Name == "mysql" && s.keyUnique && len(others) > 0 {
 		return eos.BadConfig("sink.Config", "Mapping: table %s has unique index %s besides the key %s: MySQL's ON DUPLICATE KEY cannot tell which index a row collided on, so a collision on it would be absorbed as a repeat and the record lost; drop that index, or make %s the only unique key", m.Table, others[0], m.KeyColumn, m.KeyColumn)
 	}
 	return nil

@@ -33,9 +33,9 @@ func RunNaive(ctx context.Context, cfg Config) error {
 	quoted := make([]string, len(cols))
 	phs := make([]string, len(cols))
 	for i, c := range cols {
-		quoted[i], phs[i] = db.d.quote(c), db.d.ph(i+1)
+		quoted[i], phs[i] = db.d.Quote(c), db.d.Ph(i+1)
 	}
-	insert := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", db.d.quote(m.Table), strings.Join(quoted, ", "), strings.Join(phs, ", "))
+	insert := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", db.d.Quote(m.Table), strings.Join(quoted, ", "), strings.Join(phs, ", "))
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.Topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DisableAutoCommit(),

@@ -27,7 +27,7 @@ var errConflict = errors.New("the stored offsets moved: another process committe
 func StoredOffsets(ctx context.Context, db *DB, table, group string) (map[string]map[int32]int64, error) {
 	d := db.d
 	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT topic, kafka_partition, next_offset FROM %s WHERE consumer_group = %s",
-		d.quote(table), d.ph(1)), group)
+		d.Quote(table), d.Ph(1)), group)
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +55,14 @@ func StoredOffsets(ctx context.Context, db *DB, table, group string) (map[string
 func advance(ctx context.Context, tx *sql.Tx, d *dialect, table, group string, p tp, from, next int64) error {
 	if from == noRow {
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (consumer_group, topic, kafka_partition, next_offset) VALUES (%s, %s, %s, %s)",
-			d.quote(table), d.ph(1), d.ph(2), d.ph(3), d.ph(4)), group, p.topic, p.partition, next)
+			d.Quote(table), d.Ph(1), d.Ph(2), d.Ph(3), d.Ph(4)), group, p.topic, p.partition, next)
 		if err != nil && isUniqueViolation(err) {
 			return errConflict
 		}
 		return err
 	}
 	res, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET next_offset = %s, updated_at = %s WHERE consumer_group = %s AND topic = %s AND kafka_partition = %s AND next_offset = %s",
-		d.quote(table), d.ph(1), d.now(), d.ph(2), d.ph(3), d.ph(4), d.ph(5)), next, group, p.topic, p.partition, from)
+		d.Quote(table), d.Ph(1), d.now(), d.Ph(2), d.Ph(3), d.Ph(4), d.Ph(5)), next, group, p.topic, p.partition, from)
 	if err != nil {
 		return err
 	}

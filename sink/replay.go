@@ -18,7 +18,7 @@ func (d *dialect) replaysDDL(table string) string {
 	consumer_group %s NOT NULL,
 	replay_id %s NOT NULL,
 	replayed_at %s NOT NULL DEFAULT %s,
-	PRIMARY KEY (consumer_group, replay_id))`, d.quote(table), text, text, ts, d.now())
+	PRIMARY KEY (consumer_group, replay_id))`, d.Quote(table), text, text, ts, d.now())
 }
 
 // replay deletes the group's stored offsets unless this replay id was done
@@ -45,14 +45,14 @@ func (s *Sink) replay(ctx context.Context) error {
 			return err
 		}
 		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-		_, err = tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (consumer_group, replay_id) VALUES (%s, %s)", d.quote(table), d.ph(1), d.ph(2)), group, id)
+		_, err = tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (consumer_group, replay_id) VALUES (%s, %s)", d.Quote(table), d.Ph(1), d.Ph(2)), group, id)
 		if err != nil && isUniqueViolation(err) {
-			return s.db.QueryRowContext(ctx, fmt.Sprintf("SELECT replayed_at FROM %s WHERE consumer_group = %s AND replay_id = %s", d.quote(table), d.ph(1), d.ph(2)), group, id).Scan(&done)
+			return s.db.QueryRowContext(ctx, fmt.Sprintf("SELECT replayed_at FROM %s WHERE consumer_group = %s AND replay_id = %s", d.Quote(table), d.Ph(1), d.Ph(2)), group, id).Scan(&done)
 		}
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE consumer_group = %s", d.quote(s.cfg.OffsetsTable), d.ph(1)), group)
+		res, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE consumer_group = %s", d.Quote(s.cfg.OffsetsTable), d.Ph(1)), group)
 		if err != nil {
 			return err
 		}

@@ -131,14 +131,14 @@ func (s *Sink) prepare(ctx context.Context) error {
 		}
 	}
 	if err := s.db.Ping(ctx, r); err != nil {
-		return fmt.Errorf("database %s: %w", s.db.d.name, err)
+		return fmt.Errorf("database %s: %w", s.db.d.Name, err)
 	}
 	d := s.db.d
 	quoted := make([]string, len(s.cols))
 	for i, c := range s.cols {
-		quoted[i] = d.quote(c)
+		quoted[i] = d.Quote(c)
 	}
-	probe := fmt.Sprintf("SELECT %s FROM %s WHERE 1 = 0", strings.Join(quoted, ", "), d.quote(s.cfg.Mapping.Table))
+	probe := fmt.Sprintf("SELECT %s FROM %s WHERE 1 = 0", strings.Join(quoted, ", "), d.Quote(s.cfg.Mapping.Table))
 	err := retry(ctx, r, onErr, func(ctx context.Context) error {
 		rows, err := s.db.QueryContext(ctx, probe)
 		if err != nil {

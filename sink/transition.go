@@ -21,14 +21,14 @@ import (
 func (s *Sink) transitions(ctx context.Context, tx *sql.Tx, good []*item, out *outcome) error {
 	d, m := s.db.d, s.cfg.Mapping
 	var set strings.Builder
-	fmt.Fprintf(&set, "%s = %s", d.quote(m.StatusColumn), d.ph(1))
+	fmt.Fprintf(&set, "%s = %s", d.Quote(m.StatusColumn), d.Ph(1))
 	for i, c := range m.Columns {
-		fmt.Fprintf(&set, ", %s = %s", d.quote(c.Name), d.ph(i+2))
+		fmt.Fprintf(&set, ", %s = %s", d.Quote(c.Name), d.Ph(i+2))
 	}
 	n := len(m.Columns) + 2
-	update := fmt.Sprintf("UPDATE %s SET %s WHERE %s = %s AND %s = %s", d.quote(m.Table), set.String(),
-		d.quote(m.KeyColumn), d.ph(n), d.quote(m.StatusColumn), d.ph(n+1))
-	current := fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", d.quote(m.StatusColumn), d.quote(m.Table), d.quote(m.KeyColumn), d.ph(1))
+	update := fmt.Sprintf("UPDATE %s SET %s WHERE %s = %s AND %s = %s", d.Quote(m.Table), set.String(),
+		d.Quote(m.KeyColumn), d.Ph(n), d.Quote(m.StatusColumn), d.Ph(n+1))
+	current := fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", d.Quote(m.StatusColumn), d.Quote(m.Table), d.Quote(m.KeyColumn), d.Ph(1))
 	for _, it := range good {
 		args := append(append([]any{it.row.to}, it.row.vals...), it.row.key, it.row.from)
 		var changed int64

@@ -206,7 +206,7 @@ func (s *Sink) insertAll(ctx context.Context, tx *sql.Tx, good []*item, out *out
 	if m.Mode == ModeUpsert {
 		good = lastPerKey(good)
 	}
-	per := max(1, s.db.d.maxParams/len(s.cols))
+	per := max(1, s.db.d.MaxParams/len(s.cols))
 	for len(good) > 0 {
 		n := min(per, len(good))
 		chunk := good[:n]

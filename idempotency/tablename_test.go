@@ -5,18 +5,6 @@ import (
 	"testing"
 )
 
-// TestQuoteDoublesTheQuoteCharacter: an identifier with the dialect's quote
-// character in it stays one identifier (before the fix, quote() left it
-// as is and the name ended the quoted identifier early).
-func TestQuoteDoublesTheQuoteCharacter(t *testing.T) {
-	if got := postgres.quote(`a"b`); got != `"a""b"` {
-		t.Errorf("postgres: %s", got)
-	}
-	if got := mysql.quote("a`b"); got != "`a``b`" {
-		t.Errorf("mysql: %s", got)
-	}
-}
-
 // TestATableNameWithAQuoteIsRefused: Config.Table must be a plain
 // identifier; anything else is refused in one line before any SQL.
 func TestATableNameWithAQuoteIsRefused(t *testing.T) {
