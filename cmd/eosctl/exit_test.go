@@ -97,7 +97,7 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"--brokers", "127.0.0.1:1", "run", "wordcount", "--app", "a", "--instance", "0", "--input", "t", "--output", "u", "--config", "x.yaml"},
 			"--config: the wordcount topology takes no configuration file"},
 		// bench.Config judges these; the flags are named all the same.
-		{[]string{"bench", "--intervals", "10ms,soon"}, `--intervals: interval "soon": want a duration`},
+		{[]string{"bench", "--intervals", "10ms,soon"}, `--intervals: interval "soon" is not a duration: want one such as 100ms, or auto`},
 		{[]string{"bench", "--sizes", "0"}, "--sizes: record size 0 must be between 1 and"},
 		{[]string{"bench", "--modes", "eos,fast"}, `--modes: mode "fast": want baseline, bare, eos, eos-nopreagg, kstreams, kstreams-defaults, javaloop or javaloop-defaults`},
 		// Kafka Streams runs against real brokers only, as a JVM child, on passthrough or aggregate.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosctl/eos/cmd/eosctl/internal/bench"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -29,20 +30,11 @@ func (f intervalFlag) String() string {
 }
 
 func (f intervalFlag) Set(s string) error {
-	if s == "auto" {
-		*f.auto, *f.d = true, 0
-		return nil
-	}
-	d, err := time.ParseDuration(s)
+	iv, err := bench.ParseInterval(s)
 	if err != nil {
-		return fmt.Errorf("want a duration such as 100ms, or auto")
+		return err
 	}
-	if d <= 0 {
-		// 0 would mean the default (100ms) to the worker: say so
-		// rather than silently take it as "commit all the time".
-		return fmt.Errorf("must be positive (a duration such as 100ms, or auto; the default is 100ms)")
-	}
-	*f.auto, *f.d = false, d
+	*f.auto, *f.d = iv.Auto, iv.Fixed
 	return nil
 }
 

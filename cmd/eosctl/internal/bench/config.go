@@ -172,27 +172,37 @@ func (i Interval) String() string {
 func ParseIntervals(s string) ([]Interval, error) {
 	var out []Interval
 	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		switch {
-		case f == "":
-			continue
-		case f == "auto":
-			out = append(out, Interval{Auto: true})
+		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		d, err := time.ParseDuration(f)
+		iv, err := ParseInterval(f)
 		if err != nil {
-			return nil, eos.BadConfig("bench.Config.Intervals", "interval %q: want a duration such as 100ms, or auto", f)
+			return nil, eos.BadConfig("bench.Config.Intervals", "interval %q %w", f, err)
 		}
-		if d <= 0 {
-			return nil, eos.BadConfig("bench.Config.Intervals", "interval %q must be positive", f)
-		}
-		out = append(out, Interval{Fixed: d})
+		out = append(out, iv)
 	}
 	if len(out) == 0 {
 		return nil, eos.BadConfig("bench.Config.Intervals", "no commit intervals in %q", s)
 	}
 	return out, nil
+}
+
+// ParseInterval parses one commit interval as every eosctl flag takes it:
+// "auto" (pipeline.Config.AutoInterval) or a positive duration. 0 is
+// refused rather than taken as the worker's default, which a user typing
+// it did not mean.
+func ParseInterval(s string) (Interval, error) {
+	if s == "auto" {
+		return Interval{Auto: true}, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return Interval{}, errors.New("is not a duration: want one such as 100ms, or auto")
+	}
+	if d <= 0 {
+		return Interval{}, errors.New("must be positive (a duration such as 100ms, or auto)")
+	}
+	return Interval{Fixed: d}, nil
 }
 
 // ParseSizes parses a comma-separated list of record sizes in bytes.
