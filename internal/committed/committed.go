@@ -233,6 +233,14 @@ type Wait struct {
 	// rather than only when the grace is over.
 	UnknownGroup func()
 
+	// Poll is how often the wait looks; zero means every 50ms.
+	Poll time.Duration
+	// Each, if set, runs after every look that did not find the group
+	// caught up: a caller's progress report, or its check that the
+	// workers it waits for are still alive. An error from it ends the
+	// wait with that error.
+	Each func() error
+
 	// afterGroupOffsets, if set, runs between reading the group's
 	// offsets and the topics': a test's way into the race that order
 	// closes.
@@ -296,16 +304,25 @@ func WaitCaughtUp(ctx context.Context, opts []kgo.Opt, w Wait) error {
 				}
 			}
 		}
+		if w.Each != nil {
+			if err := w.Each(); err != nil {
+				return err
+			}
+		}
 		if time.Now().After(deadline) {
 			if err != nil {
 				return fmt.Errorf("committed: %s within %s: %w", what, w.Within, err)
 			}
 			return fmt.Errorf("committed: %s within %s", what, w.Within)
 		}
+		poll := w.Poll
+		if poll <= 0 {
+			poll = 50 * time.Millisecond
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("committed: waiting for group %s to catch up on %v: %w", w.Group, w.Topics, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
 }

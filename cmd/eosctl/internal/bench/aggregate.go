@@ -117,44 +117,36 @@ func (b *bencher) records(size int) int64 {
 // returns when it saw that. A copier failure (from log) ends the wait at
 // once.
 func (b *bencher) aggregateDrain(ctx context.Context, job copyJob, log *runLog, progress func(int64)) (time.Time, error) {
-	deadline := time.Now().Add(b.cfg.RunTimeout)
-	topics := []string{job.inputs[0], job.app + "-windows-repartition"}
 	adm := kadm.NewClient(b.adm)
-	var lastErr error
-	for {
-		log.mu.Lock()
-		fail := log.failure
-		log.mu.Unlock()
-		if fail != nil {
-			return time.Time{}, fmt.Errorf("a copier failed: %w", fail)
-		}
-		// The repartition topic appears with the first stage's first
-		// transaction: until then CaughtUp cannot list it, and the group
-		// is not caught up anyway.
-		ok, err := committed.CaughtUp(ctx, b.opts, job.app, topics...)
-		now := time.Now()
-		if err == nil && ok {
-			return now, nil
-		}
-		if err != nil {
-			lastErr = err
-		}
-		if progress != nil {
-			n, _ := committedOn(ctx, adm, job.app, job.inputs[0]) // 0 if unknown: only the bar
-			progress(n)
-		}
-		if now.After(deadline) {
-			if lastErr != nil {
-				return time.Time{}, fmt.Errorf("the group had not consumed the backlog and the repartition topic within %s (last: %w)", b.cfg.RunTimeout, lastErr)
+	var failed error
+	// The repartition topic appears with the first stage's first
+	// transaction: until then the wait cannot list it, and the group is
+	// not caught up anyway.
+	err := committed.WaitCaughtUp(ctx, b.opts, committed.Wait{
+		Group: job.app, Topics: []string{job.inputs[0], job.app + "-windows-repartition"},
+		Within: b.cfg.RunTimeout, Poll: aggregatePoll,
+		Each: func() error {
+			log.mu.Lock()
+			fail := log.failure
+			log.mu.Unlock()
+			if fail != nil {
+				failed = fmt.Errorf("a copier failed: %w", fail)
+				return failed
 			}
-			return time.Time{}, fmt.Errorf("the group had not consumed the backlog and the repartition topic within %s", b.cfg.RunTimeout)
-		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		case <-time.After(aggregatePoll):
-		}
+			if progress != nil {
+				n, _ := committedOn(ctx, adm, job.app, job.inputs[0]) // 0 if unknown: only the bar
+				progress(n)
+			}
+			return nil
+		},
+	})
+	switch {
+	case failed != nil:
+		return time.Time{}, failed
+	case err != nil:
+		return time.Time{}, fmt.Errorf("the group had not consumed the backlog and the repartition topic: %w", err)
 	}
+	return time.Now(), nil
 }
 
 // aggregateStats are the drain figures of an aggregate run: throughput is
