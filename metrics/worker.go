@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eosctl/eos/inspect"
+	"github.com/eosctl/eos/internal/rangeread"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -311,7 +311,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // probe runs when the worker has not committed for half its ready window
 // while its group shows lag: it reads the lagging ranges to find whether
 // they hold any record, or only the transaction markers franz-go never
-// commits past (see inspect.Readable). Ready uses the answer.
+// commits past (see rangeread.Readable). Ready uses the answer.
 func (w *Worker) probe(ctx context.Context, p *poller) {
 	w.mu.Lock()
 	progress := w.started
@@ -328,7 +328,7 @@ func (w *Worker) probe(ctx context.Context, p *poller) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	got, err := inspect.Readable(ctx, w.cfg.ClientOpts, ranges)
+	got, err := rangeread.Readable(ctx, w.cfg.ClientOpts, ranges)
 	markersOnly := err == nil
 	for t, ps := range ranges {
 		for part := range ps {

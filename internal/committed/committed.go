@@ -12,7 +12,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eosctl/eos/inspect"
 	"github.com/eosctl/eos/internal/rangeread"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -144,7 +143,7 @@ func caughtUp(ctx context.Context, opts []kgo.Opt, w Wait) (bool, error) {
 			return false, nil
 		}
 	}
-	behind := map[string]map[int32]inspect.Range{}
+	behind := map[string]map[int32]rangeread.Span{}
 	lso.Each(func(o kadm.ListedOffset) {
 		if !slices.Contains(topics, o.Topic) {
 			return // an output: the group does not consume it
@@ -155,15 +154,15 @@ func caughtUp(ctx context.Context, opts []kgo.Opt, w Wait) (bool, error) {
 		}
 		if at < o.Offset {
 			if behind[o.Topic] == nil {
-				behind[o.Topic] = map[int32]inspect.Range{}
+				behind[o.Topic] = map[int32]rangeread.Span{}
 			}
-			behind[o.Topic][o.Partition] = inspect.Range{From: at, To: o.Offset}
+			behind[o.Topic][o.Partition] = rangeread.Span{Start: at, End: o.Offset}
 		}
 	})
 	if len(behind) == 0 {
 		return true, nil
 	}
-	readable, err := inspect.Readable(ctx, opts, behind)
+	readable, err := rangeread.Readable(ctx, opts, behind)
 	if err != nil {
 		return false, err
 	}

@@ -12,30 +12,29 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// A range ending under commit markers and aborted records completes and
-// yields exactly the committed data records inside it, in order; a range
-// ending inside a transaction still open cannot complete, and ctx's end
-// says how far each partition got.
-func TestReadYieldsTheCommittedRecordsOfARangeAndSaysWhereItStopped(t *testing.T) {
+// layout writes one partition of topic t: offsets 0-2 committed, 3 a
+// commit marker, 4-5 aborted, 6 an abort marker, 7-8 committed, 9 a commit
+// marker, then 10-11 of a transaction left open. It returns the context
+// the test runs under and the options that reach the broker.
+func layout(t *testing.T) (context.Context, []kgo.Opt) {
+	t.Helper()
 	b, err := broker.Start(broker.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(b.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
 	cl, err := kgo.NewClient(append(opts, kgo.TransactionalID("rr"), kgo.DefaultProduceTopic("t"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
 		t.Fatal(err)
 	}
-	// Offsets: 0-2 committed, 3 marker, 4-5 aborted, 6 marker, 7-8
-	// committed, 9 marker, then 10-11 of a transaction left open.
 	txn := func(end string, vals ...string) { // end: commit, abort or open
 		if err := cl.BeginTransaction(); err != nil {
 			t.Fatal(err)
@@ -56,6 +55,15 @@ func TestReadYieldsTheCommittedRecordsOfARangeAndSaysWhereItStopped(t *testing.T
 	txn("commit", "d", "e")
 	txn("open", "open1", "open2")
 
+	return ctx, opts
+}
+
+// A range ending under commit markers and aborted records completes and
+// yields exactly the committed data records inside it, in order; a range
+// ending inside a transaction still open cannot complete, and ctx's end
+// says how far each partition got.
+func TestReadYieldsTheCommittedRecordsOfARangeAndSaysWhereItStopped(t *testing.T) {
+	ctx, opts := layout(t)
 	read := func(ctx context.Context, s Span) ([]string, error) {
 		var got []string
 		err := Read(ctx, opts, Ranges{"t": {0: s}}, Options{}, func(r *kgo.Record) { got = append(got, string(r.Value)) })
@@ -84,5 +92,30 @@ func TestReadYieldsTheCommittedRecordsOfARangeAndSaysWhereItStopped(t *testing.T
 	}
 	if fmt.Sprint(got) != "[d e]" {
 		t.Fatalf("before stopping short, read %v, want [d e]", got)
+	}
+}
+
+// Readable sees through markers and aborted records: a range holding only
+// a commit marker (what a caught-up eos worker leaves behind its committed
+// offset), or aborted records and their marker, has nothing a
+// read_committed consumer would get; a range with a committed record does.
+func TestReadableSeesThroughMarkersAndAbortedRecords(t *testing.T) {
+	ctx, opts := layout(t)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		span Span
+		want bool
+	}{
+		{Span{3, 4}, false}, // a commit marker only
+		{Span{4, 7}, false}, // aborted records and their marker
+		{Span{2, 3}, true},  // a committed record
+		{Span{3, 8}, true},  // markers and aborted records, then a committed record
+		{Span{5, 5}, false}, // empty
+	} {
+		got, err := Readable(ctx, opts, Ranges{"t": {0: c.span}})
+		if err != nil || got["t"][0] != c.want {
+			t.Errorf("Readable %+v = %v, %v; want %v", c.span, got, err, c.want)
+		}
 	}
 }

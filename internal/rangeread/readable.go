@@ -1,4 +1,4 @@
-package inspect
+package rangeread
 
 import (
 	"context"
@@ -6,11 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// Range is a span of offsets [From, To) of one partition.
-type Range struct {
-	From, To int64
-}
 
 // Readable reports, for each partition's range, whether a read_committed
 // consumer would get any record from it: a record that is neither a
@@ -26,7 +21,7 @@ type Range struct {
 // must not configure consuming), keeping control records so it can see
 // through a range that holds only markers. A partition it could not decide
 // before ctx ended is left out of the result.
-func Readable(ctx context.Context, opts []kgo.Opt, ranges map[string]map[int32]Range) (map[string]map[int32]bool, error) {
+func Readable(ctx context.Context, opts []kgo.Opt, ranges Ranges) (map[string]map[int32]bool, error) {
 	out := map[string]map[int32]bool{}
 	start := map[string]map[int32]kgo.Offset{}
 	left := 0
@@ -35,11 +30,11 @@ func Readable(ctx context.Context, opts []kgo.Opt, ranges map[string]map[int32]R
 			if out[t] == nil {
 				out[t], start[t] = map[int32]bool{}, map[int32]kgo.Offset{}
 			}
-			if r.To <= r.From {
+			if r.End <= r.Start {
 				out[t][p] = false
 				continue
 			}
-			start[t][p] = kgo.NewOffset().At(r.From)
+			start[t][p] = kgo.NewOffset().At(r.Start)
 			left++
 		}
 	}
@@ -61,11 +56,11 @@ func Readable(ctx context.Context, opts []kgo.Opt, ranges map[string]map[int32]R
 				return
 			}
 			switch {
-			case rec.Offset >= r.To:
+			case rec.Offset >= r.End:
 				out[rec.Topic][rec.Partition] = false // read through: markers only
 			case !rec.Attrs.IsControl():
 				out[rec.Topic][rec.Partition] = true
-			case rec.Offset == r.To-1:
+			case rec.Offset == r.End-1:
 				out[rec.Topic][rec.Partition] = false
 			default:
 				return
