@@ -11,9 +11,10 @@ import (
 // (Config.ClientOpts come after them and may raise them). Fetches are
 // bounded in compressed bytes, and a worker holds about two of them
 // decompressed (one being processed, one buffered): with kgo's defaults
-// (1 MiB a partition, 50 MiB a response) a compressible backlog took a
-// worker to 200-300 MiB. These keep it near 100 MiB whatever the backlog,
-// and still carry 1.5 MiB per 6 partitions and round trip.
+// (1 MiB a partition, 50 MiB a response) a compressible backlog grows a
+// worker's memory several-fold. These bound it whatever the backlog and
+// still carry enough per round trip not to cost throughput (BENCHMARKS.md
+// has the measurements that chose them).
 //
 // They are a function, not a variable, so that no caller can change what
 // the workers use; the at-least-once baseline of eosctl bench and the

@@ -283,9 +283,9 @@ func (w *Worker) clientOpts() []kgo.Opt {
 		// first, add.partitions.to.txn.retry.backoff.max.ms). kgo retries
 		// such a batch only after a metadata refresh, and refreshes at
 		// most every MetadataMinAge, 5s by default: on Apache Kafka a
-		// worker committing every 10ms stalled up to 5s at a time and
-		// made 0.6-0.9 commits/s instead of 5-6.5 (RELIABILITY.md, "On
-		// Apache Kafka"). 100ms is Java's retry.backoff.ms.
+		// worker committing often stalled for seconds at a time
+		// (RELIABILITY.md, "On Apache Kafka", has the measurement).
+		// 100ms is Java's retry.backoff.ms.
 		kgo.MetadataMinAge(ProduceRetryMetadataAge))
 	return append(append(append(bounded, w.cfg.ClientOpts...), extra...),
 		kgo.ConsumerGroup(w.cfg.App),
