@@ -1,14 +1,12 @@
 package datagen
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strconv"
 
 	"github.com/eosctl/eos/internal/rangeread"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -30,24 +28,9 @@ const tailOffsets = 64
 // buffered records were canceled) stay absent: they are gaps in the input,
 // not losses, since verify judges the output against the input it reads.
 func NextKey(ctx context.Context, cl *kgo.Client, topic string) (int64, error) {
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	spans, err := tail(ctx, kadm.NewClient(cl), topic)
 	if err != nil {
-		return 0, fmt.Errorf("datagen: listing the end offsets of %s: %w", topic, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return 0, fmt.Errorf("datagen: listing the start offsets of %s: %w", topic, err)
-	}
-	spans := rangeread.Ranges{topic: {}}
-	for p, end := range ends[topic] {
-		start, ok := starts.Lookup(topic, p)
-		if end.Err != nil || !ok || start.Err != nil {
-			return 0, fmt.Errorf("datagen: listing the offsets of %s[%d]: %w", topic, p, cmp.Or(end.Err, start.Err, error(kerr.UnknownTopicOrPartition)))
-		}
-		if end.Offset > start.Offset {
-			spans[topic][p] = rangeread.Span{Start: max(start.Offset, end.Offset-tailOffsets), End: end.Offset}
-		}
+		return 0, fmt.Errorf("datagen: %w", err)
 	}
 	next := int64(0)
 	err = rangeread.Read(ctx, cl.Opts(), spans, rangeread.Options{}, func(r *kgo.Record) {
@@ -59,4 +42,21 @@ func NextKey(ctx context.Context, cl *kgo.Client, topic string) (int64, error) {
 		return 0, fmt.Errorf("datagen: reading the last records of %s for the key to continue from: %w", topic, err)
 	}
 	return next, nil
+}
+
+// tail lists the last tailOffsets offsets of each partition of topic that
+// holds any.
+func tail(ctx context.Context, adm *kadm.Client, topic string) (rangeread.Ranges, error) {
+	spans, err := rangeread.Whole(ctx, adm, topic, false)
+	if err != nil {
+		return nil, err
+	}
+	for p, s := range spans[topic] {
+		if s.End <= s.Start {
+			delete(spans[topic], p)
+			continue
+		}
+		spans[topic][p] = rangeread.Span{Start: max(s.Start, s.End-tailOffsets), End: s.End}
+	}
+	return spans, nil
 }
