@@ -146,8 +146,9 @@ its own table and files (kstreams.json becomes kstreams-passthrough.json and
 kstreams-aggregate.json): with --modes eos,kstreams, the whole comparison
 with Kafka Streams in one command. Each topology runs the modes of --modes
 that run it (the copy loops baseline, bare and javaloop passthrough only,
-eos-nopreagg the aggregate only), and says which it left out. Every setting
-is checked for both before either runs.
+eos-nopreagg the aggregate only), and says which it left out; --sizes
+applies to the passthrough only. Every setting is checked for both before
+either runs.
 
 --topology aggregate (modes eos and kstreams only, eos alone by default; no
 --sizes) runs the aggregate topology under aggcheck.Config on
@@ -301,6 +302,12 @@ extension; repeatable).`,
 						if c.Modes, err = bench.ParseModes(strings.Join(kept, ",")); err != nil {
 							return usage(err)
 						}
+					}
+					// The aggregate's input has its own records: --sizes
+					// is the passthrough's.
+					if c.Topology == "aggregate" && len(c.Sizes) > 0 {
+						fmt.Fprintf(cmd.ErrOrStderr(), "bench: the aggregate topology's input has its own records; --sizes applies to the passthrough only\n")
+						c.Sizes = nil
 					}
 					c.JSONPath, c.CSVPath = perTopology(c.JSONPath, c.Topology), perTopology(c.CSVPath, c.Topology)
 					c.ChartPaths = nil

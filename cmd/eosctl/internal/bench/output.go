@@ -240,7 +240,7 @@ func writeNotes(w io.Writer, r *Report) {
 	}
 	for _, c := range r.Cells {
 		if c.EOSVsNoPreagg > 0 {
-			fmt.Fprintf(w, "%s: eos / eos-nopreagg %.3f (what pre-aggregating before the repartition topic is worth)", c.Interval, c.EOSVsNoPreagg)
+			fmt.Fprintf(w, "threads %d, %s: eos / eos-nopreagg %.3f (what pre-aggregating before the repartition topic is worth)", c.Threads, c.Interval, c.EOSVsNoPreagg)
 			if c.EOSNoPreaggVsKStreams > 0 {
 				fmt.Fprintf(w, "; eos-nopreagg / kstreams %.3f (the engines on the same algorithm)", c.EOSNoPreaggVsKStreams)
 			}

@@ -159,14 +159,16 @@ func TestBenchBadFlagsAreUsageErrors(t *testing.T) {
 
 // eosctl bench --topology passthrough,aggregate is one command for both
 // topologies: each runs in turn with the modes given that run it (baseline,
-// a stateless copy loop, the passthrough only, and the command says so),
+// a stateless copy loop, the passthrough only, and the command says so) and
+// the sizes that apply (--sizes is the passthrough's; the aggregate's
+// input has its own records),
 // judged its own way (a copy, every window), with its own table and its own
 // files named for it; a topology none of the modes runs fails before
 // anything runs.
 func TestBenchRunsBothTopologiesFromOneCommand(t *testing.T) {
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "b.json")
-	cmd := exec.Command(eosctl, "bench", "--topology", "passthrough,aggregate", "--modes", "baseline,eos", "--records", "3000",
+	cmd := exec.Command(eosctl, "bench", "--topology", "passthrough,aggregate", "--modes", "baseline,eos", "--sizes", "100,1024", "--records", "3000",
 		"--intervals", "100ms", "--repeat", "1", "--partitions", "2", "--latency-rate", "500", "--latency-duration", "300ms", "--json", jsonPath)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -178,8 +180,10 @@ func TestBenchRunsBothTopologiesFromOneCommand(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
 	}
-	if want := "the aggregate topology runs eos of --modes (baseline do not run it)"; !strings.Contains(stderr.String(), want) {
-		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	for _, want := range []string{"the aggregate topology runs eos of --modes (baseline do not run it)", "--sizes applies to the passthrough only"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
 	}
 	for _, topology := range []string{"passthrough", "aggregate"} {
 		var rep struct {
