@@ -14,7 +14,8 @@ import (
 var mdLink = regexp.MustCompile(`\]\(([^()\s]+)\)`)
 
 // TestEveryRelativeLinkResolves checks that every relative link in
-// README.md, docs/*.md, RELIABILITY.md and BENCHMARKS.md names a file or
+// README.md, docs/*.md, RELIABILITY.md, BENCHMARKS.md and their histories
+// (docs/history) names a file or
 // directory of the repository, and that a #fragment names a heading of the
 // Markdown file it points into (GitHub's anchors).
 func TestEveryRelativeLinkResolves(t *testing.T) {
@@ -23,7 +24,7 @@ func TestEveryRelativeLinkResolves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append(files, "RELIABILITY.md", "BENCHMARKS.md")
+	files = append(files, "RELIABILITY.md", "BENCHMARKS.md", "docs/history/reliability.md", "docs/history/benchmarks.md")
 	checked := 0
 	for _, f := range files {
 		text, err := os.ReadFile(filepath.Join(root, f))
