@@ -45,10 +45,7 @@ import (
 //	go test ./topologies -run '^$' -bench TopologyThroughput -benchtime 5x
 //	EOS_BENCH_MODES=passthrough,aggregate go test ./topologies -run '^$' -bench TopologyThroughput -benchtime 5x
 func BenchmarkTopologyThroughput(b *testing.B) {
-	n := int64(1_000_000)
-	if v, err := strconv.ParseInt(os.Getenv("EOS_BENCH_RECORDS"), 10, 64); err == nil && v > 0 {
-		n = v
-	}
+	n := benchRecords()
 	dir := b.TempDir()
 	aggCfg := filepath.Join(dir, "agg.yaml")
 	body := "group_by: user\ntime: ts\nwindow: {size: 1s, grace: 5s}\naggregations: {orders: count(), total: sum(amount), biggest: max(amount)}\nrepartition: %v\n"
@@ -87,21 +84,8 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		for _, m := range modes {
-			// A fresh broker each time: its in-memory log would otherwise
-			// grow the heap, and the GC's work, for the modes that run later.
-			br, err := broker.Start(broker.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			opts := []kgo.Opt{kgo.SeedBrokers(br.Addrs()...)}
-			cl, err := admin.Connect(ctx, 10*time.Second, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
 			id := fmt.Sprintf("b%d", seq.Add(1))
-			if _, err := datagen.Produce(ctx, cl, datagen.Config{Topic: id + "-in", Count: n / m.share, Size: 100, Partitions: 6}); err != nil {
-				b.Fatal(err)
-			}
+			bl := newBacklog(b, ctx, id, n/m.share)
 			runtime.GC()
 			top, err := Lookup(m.topo)
 			if err != nil {
@@ -115,11 +99,10 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 			if m.repart != "" {
 				topics = append(topics, id+"-"+m.repart+"-repartition")
 			}
-			rate, cpu := drain(b, ctx, cl, opts, id, m.topo, n/m.share, tr, topics)
+			rate, cpu := drain(b, ctx, bl.cl, bl.opts, id, m.topo, n/m.share, tr, topics)
 			rates[m.name] = append(rates[m.name], rate)
 			cpus[m.name] = append(cpus[m.name], cpu)
-			cl.Close()
-			br.Close()
+			bl.Close()
 		}
 	}
 	b.StopTimer()
@@ -136,6 +119,51 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 		// after 10 lines, and the rounds are the evidence.
 		fmt.Printf("rounds=%d %-26s median %8.0f records/s (%.2f of passthrough) over %.0f; CPU %.2f µs a record over %.2f\n", b.N, m.name, r, r/base, rates[m.name], c, cpus[m.name])
 	}
+}
+
+// benchRecords is the backlog a throughput benchmark drains:
+// 1,000,000 records, or EOS_BENCH_RECORDS.
+func benchRecords() int64 {
+	if v, err := strconv.ParseInt(os.Getenv("EOS_BENCH_RECORDS"), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return 1_000_000
+}
+
+// backlog is a fresh embedded broker holding one benchmark's input, and an
+// admin client of it.
+type backlog struct {
+	br   *broker.Broker
+	cl   *kgo.Client
+	opts []kgo.Opt
+}
+
+// newBacklog starts a fresh embedded broker and writes n 100-byte datagen
+// records of 16 users to id-in, in 6 partitions. A fresh broker for every
+// run: its in-memory log would otherwise grow the heap, and the GC's work,
+// for the modes that run later.
+func newBacklog(b *testing.B, ctx context.Context, id string, n int64) *backlog {
+	b.Helper()
+	br, err := broker.Start(broker.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(br.Addrs()...)}
+	cl, err := admin.Connect(ctx, 10*time.Second, opts...)
+	if err != nil {
+		br.Close()
+		b.Fatal(err)
+	}
+	if _, err := datagen.Produce(ctx, cl, datagen.Config{Topic: id + "-in", Count: n, Size: 100, Partitions: 6}); err != nil {
+		b.Fatal(err)
+	}
+	return &backlog{br: br, cl: cl, opts: opts}
+}
+
+// Close closes the client and the broker.
+func (k *backlog) Close() {
+	k.cl.Close()
+	k.br.Close()
 }
 
 // drain runs one worker until its group has consumed every record of

@@ -55,23 +55,7 @@ func TestBadConfigsGiveFileLineAndReason(t *testing.T) {
 		{"bad emit", "aggregate", "group_by: user\nwindow: {size: 1m}\naggregations: {n: count()}\nemit: often\n", `4: emit: want final (each window's result once, when it closes) or updates`},
 		{"bad bool", "aggregate", "group_by: user\nwindow: {size: 1m}\naggregations: {n: count()}\nrepartition: maybe\n", `4: repartition: want true or false, got "maybe"`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := writeConfig(t, tc.topology+".yaml", tc.body)
-			top, err := Lookup(tc.topology)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = top.New(Options{Config: p})
-			if err == nil {
-				t.Fatalf("config %q was accepted", tc.body)
-			}
-			if !errors.Is(err, eos.ErrConfig) {
-				t.Fatalf("error %v does not wrap eos.ErrConfig", err)
-			}
-			if msg := err.Error(); !strings.HasPrefix(msg, p+":") || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
-				t.Fatalf("got  %q\nwant %q", msg, p+":"+tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { requireConfigError(t, tc.topology, tc.body, tc.want) })
 	}
 	if _, err := NewETL(""); !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), "a configuration file is required") {
 		t.Fatalf("etl without --config: %v", err)
@@ -103,5 +87,27 @@ func TestExampleConfigsLoad(t *testing.T) {
 		if _, err := top.New(Options{Config: f}); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
+	}
+}
+
+// requireConfigError writes body as a config file of topology, and fails
+// the test unless the topology refuses it with a one-line error that wraps
+// eos.ErrConfig, starts with the file's path and contains want.
+func requireConfigError(t *testing.T, topology, body, want string) {
+	t.Helper()
+	p := writeConfig(t, topology+".yaml", body)
+	top, err := Lookup(topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = top.New(Options{Config: p})
+	if err == nil {
+		t.Fatalf("config %q was accepted", body)
+	}
+	if !errors.Is(err, eos.ErrConfig) {
+		t.Fatalf("error %v does not wrap eos.ErrConfig", err)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, p+":") || !strings.Contains(msg, want) || strings.Contains(msg, "\n") {
+		t.Fatalf("got  %q\nwant %q", msg, p+":"+want)
 	}
 }

@@ -6,15 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/eosctl/eos/broker"
-	"github.com/eosctl/eos/internal/admin"
-	"github.com/eosctl/eos/internal/datagen"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // BenchmarkDedupThroughput compares the dedup topology with passthrough as
@@ -29,10 +22,7 @@ import (
 //
 //	go test ./topologies -run '^$' -bench DedupThroughput -benchtime 3x
 func BenchmarkDedupThroughput(b *testing.B) {
-	n := int64(1_000_000)
-	if v, err := strconv.ParseInt(os.Getenv("EOS_BENCH_RECORDS"), 10, 64); err == nil && v > 0 {
-		n = v
-	}
+	n := benchRecords()
 	cfg := filepath.Join(b.TempDir(), "dedup.yaml")
 	if err := os.WriteFile(cfg, []byte("topology: dedup\nkey: seq\nretention: 24h\n"), 0o644); err != nil {
 		b.Fatal(err)
@@ -44,19 +34,8 @@ func BenchmarkDedupThroughput(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		for _, mode := range []string{"passthrough", "dedup"} {
-			br, err := broker.Start(broker.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			opts := []kgo.Opt{kgo.SeedBrokers(br.Addrs()...)}
-			cl, err := admin.Connect(ctx, 10*time.Second, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
 			id := fmt.Sprintf("dd%d", seq.Add(1))
-			if _, err := datagen.Produce(ctx, cl, datagen.Config{Topic: id + "-in", Count: n, Size: 100, Partitions: 6}); err != nil {
-				b.Fatal(err)
-			}
+			bl := newBacklog(b, ctx, id, n)
 			top, _ := Lookup(mode)
 			o := Options{}
 			if mode == "dedup" {
@@ -67,13 +46,12 @@ func BenchmarkDedupThroughput(b *testing.B) {
 				b.Fatal(err)
 			}
 			before := liveHeap()
-			rate, _ := drain(b, ctx, cl, opts, id, mode, n, tr, []string{id + "-in"})
+			rate, _ := drain(b, ctx, bl.cl, bl.opts, id, mode, n, tr, []string{id + "-in"})
 			rates[mode] = append(rates[mode], rate)
 			if d, ok := tr.(*Dedup); ok {
 				// Cleanup of the broker and client first, so that only
 				// the topology's state is left of the run.
-				cl.Close()
-				br.Close()
+				bl.Close()
 				held := d.gate.Held()
 				if int64(held) != n {
 					b.Fatalf("%d keys held after %d distinct records", held, n)
@@ -82,8 +60,7 @@ func BenchmarkDedupThroughput(b *testing.B) {
 				runtime.KeepAlive(d)
 				continue
 			}
-			cl.Close()
-			br.Close()
+			bl.Close()
 		}
 	}
 	b.StopTimer()

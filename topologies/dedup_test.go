@@ -1,7 +1,6 @@
 package topologies
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -41,23 +39,7 @@ func TestBadDedupConfigsGiveFileLineAndReason(t *testing.T) {
 		if tc.body == "" {
 			continue
 		}
-		t.Run(tc.name, func(t *testing.T) {
-			p := writeConfig(t, "dedup.yaml", tc.body)
-			top, err := Lookup("dedup")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = top.New(Options{Config: p})
-			if err == nil {
-				t.Fatalf("config %q was accepted", tc.body)
-			}
-			if !errors.Is(err, eos.ErrConfig) {
-				t.Fatalf("error %v does not wrap eos.ErrConfig", err)
-			}
-			if msg := err.Error(); !strings.HasPrefix(msg, p+":") || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
-				t.Fatalf("got  %q\nwant %q", msg, p+":"+tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { requireConfigError(t, "dedup", tc.body, tc.want) })
 	}
 	p := writeConfig(t, "etl.yaml", "filter: x > 1\nretention: 1h\n")
 	if _, err := NewETL(p); err == nil || !strings.Contains(err.Error(), "2: retention: unknown key (a key of the dedup topology: is this file for dedup?") {
