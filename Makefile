@@ -2,7 +2,7 @@
 GO ?= go
 BIN ?= bin/eosctl
 
-.PHONY: help build test test-embedded test-kafka test-short quickstart lint vet fmt clean chaos soak up down dashboards kafka kafka-stop kafka-status db db-stop
+.PHONY: help build test test-embedded test-kafka test-short quickstart lint vet fmt clean chaos soak up down dashboards kafka kafka-stop kafka-status db db-stop registry registry-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -52,6 +52,12 @@ vet:
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+
+registry: ## start a real Schema Registry (Apicurio, Confluent-compatible API) on 127.0.0.1:8081 from Maven Central; prints the URL for --schema-registry
+	@scripts/registry start
+
+registry-stop: ## stop the registry `make registry` started
+	@scripts/registry stop
 
 db: ## install (apt-get, if missing) and start PostgreSQL and MariaDB on 127.0.0.1 for the sink tests; prints the DSNs
 	@scripts/db start all

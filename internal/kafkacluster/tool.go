@@ -23,3 +23,11 @@ func Tool(ctx context.Context, version, class string, args ...string) (*exec.Cmd
 	}
 	return exec.CommandContext(ctx, "java", append([]string{"-Xmx256m", "-Dlog4j2.level=WARN", "-cp", cp, class}, args...)...), nil
 }
+
+// ProcessGone reports whether pid no longer names a live process (a zombie
+// counts as gone), for other launchers that stop processes by PID.
+func ProcessGone(pid int) bool { return processGone(pid) }
+
+// IsJava reports whether pid is a java process, so that a launcher stopping
+// a JVM by a recorded PID does not signal a recycled one.
+func IsJava(pid int) bool { return isJava(pid) }
