@@ -52,7 +52,7 @@ type poller struct {
 	groupLag map[string]int64 // total consumer lag per group at okAt
 	// lagging are, per group, the ranges between committed offset and
 	// LSO of the partitions with lag at okAt.
-	lagging map[string]map[string]map[int32]rangeread.Span
+	lagging map[string]rangeread.Ranges
 }
 
 func newPoller(adm *kadm.Client, r *registry, log *slog.Logger, hangingAfter time.Duration) *poller {
@@ -158,7 +158,7 @@ func (p *poller) consumerLag(ctx context.Context, pl plan, offs inspect.Offsets)
 	}
 	fetched := p.adm.FetchManyOffsets(ctx, groups...)
 	totals := map[string]int64{}
-	lagging := map[string]map[string]map[int32]rangeread.Span{}
+	lagging := map[string]rangeread.Ranges{}
 	for _, g := range groups {
 		r := fetched[g]
 		if r.Err != nil && !errors.Is(r.Err, kerr.GroupIDNotFound) {
@@ -181,12 +181,9 @@ func (p *poller) consumerLag(ctx context.Context, pl plan, offs inspect.Offsets)
 			totals[g] += lag
 			if lag > 0 {
 				if lagging[g] == nil {
-					lagging[g] = map[string]map[int32]rangeread.Span{}
+					lagging[g] = rangeread.Ranges{}
 				}
-				if lagging[g][o.Topic] == nil {
-					lagging[g][o.Topic] = map[int32]rangeread.Span{}
-				}
-				lagging[g][o.Topic][o.Partition] = rangeread.Span{Start: o.LSO - lag, End: o.LSO}
+				lagging[g].Add(o.Topic, o.Partition, o.LSO-lag, o.LSO)
 			}
 		}
 	}
@@ -223,7 +220,7 @@ func (p *poller) status() (okAt time.Time, lastErr error, groupLag map[string]in
 }
 
 // laggingOf returns group's lagging ranges at the last successful poll.
-func (p *poller) laggingOf(group string) map[string]map[int32]rangeread.Span {
+func (p *poller) laggingOf(group string) rangeread.Ranges {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.lagging[group]

@@ -331,8 +331,8 @@ func (w *Worker) probe(ctx context.Context, p *poller) {
 	got, err := rangeread.Readable(ctx, w.cfg.ClientOpts, ranges)
 	markersOnly := err == nil
 	for t, ps := range ranges {
-		for part := range ps {
-			readable, decided := got[t][part]
+		for _, part := range ps {
+			readable, decided := got[t][part.Partition]
 			markersOnly = markersOnly && decided && !readable
 		}
 	}

@@ -89,10 +89,9 @@ func (w *Worker) readChangelogs(ctx context.Context, parts []int32, progress fun
 	var total int64
 	rs := rangeread.Ranges{}
 	for t, ps := range ranges {
-		rs[t] = map[int32]rangeread.Span{}
 		for p, r := range ps {
 			total += r[1] - r[0]
-			rs[t][p] = rangeread.Span{Start: r[0], End: r[1]}
+			rs.Add(t, p, r[0], r[1])
 		}
 	}
 	progress(total)

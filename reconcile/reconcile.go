@@ -387,11 +387,7 @@ func plan(rep *Report, snap []verify.PartitionRange, marks, committed map[int32]
 // as a worker's are (256 KiB a partition, 8 MiB a response): kgo's
 // defaults (50 MiB responses) took a 1M-record run to 386 MiB of RSS.
 func read(ctx context.Context, cfg Config, ranges []verify.PartitionRange, fn func(*kgo.Record)) error {
-	rs := rangeread.Ranges{cfg.Topic: {}}
-	for _, r := range ranges {
-		rs[cfg.Topic][r.Partition] = rangeread.Span{Start: r.Start, End: r.End}
-	}
-	err := rangeread.Read(ctx, cfg.ClientOpts, rs, rangeread.Options{FetchMaxPartitionBytes: 256 << 10, FetchMaxBytes: 8 << 20}, fn)
+	err := rangeread.Read(ctx, cfg.ClientOpts, rangeread.Ranges{cfg.Topic: ranges}, rangeread.Options{FetchMaxPartitionBytes: 256 << 10, FetchMaxBytes: 8 << 20}, fn)
 	if err != nil {
 		return fmt.Errorf("reconcile: reading %s: %w", cfg.Topic, err)
 	}

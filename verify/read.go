@@ -16,46 +16,20 @@ import (
 
 // PartitionRange is the part of one partition a read covers: the offsets in
 // [Start, End), where Start is the log start offset and End the last stable
-// offset, both listed before the read began.
-type PartitionRange struct {
-	Partition int32 `json:"partition"`
-	Start     int64 `json:"start"`
-	End       int64 `json:"end"`
-}
+// offset, both listed before the read began. It is the one range type of
+// the house, shared with the reader behind every bounded read.
+type PartitionRange = rangeread.PartitionRange
 
 // ShortReadError is returned when a read stopped, usually at Config.Timeout,
-// before every partition reached the end listed when it began.
-type ShortReadError struct {
-	Topic      string
-	Partitions []ShortPartition // sorted by partition
-	Err        error            // why the read stopped, e.g. context.DeadlineExceeded
-}
+// before every partition reached the end listed when it began. Its
+// Partitions name each partition not finished (topic, partition, where the
+// read stopped and where it should have got to); it unwraps to why the
+// read stopped, e.g. context.DeadlineExceeded.
+type ShortReadError = rangeread.ShortReadError
 
 // ShortPartition is a partition a read did not finish: everything before
 // Position was read, Target is where it should have got to.
-type ShortPartition struct {
-	Partition int32 `json:"partition"`
-	Position  int64 `json:"position"`
-	Target    int64 `json:"target"`
-}
-
-// Error names every partition the read did not finish, where it stopped
-// and where it should have got to, then why.
-func (e *ShortReadError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "verify: reading %s stopped short of the last stable offset:", e.Topic)
-	for i, p := range e.Partitions {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, " %s[%d] at offset %d of %d", e.Topic, p.Partition, p.Position, p.Target)
-	}
-	fmt.Fprintf(&b, ": %v", e.Err)
-	return b.String()
-}
-
-// Unwrap returns why the read stopped (e.g. context.DeadlineExceeded).
-func (e *ShortReadError) Unwrap() error { return e.Err }
+type ShortPartition = rangeread.ShortPartition
 
 // snapshot lists, for each topic, the offsets a read of it must cover. The
 // end is the last stable offset (what a read_committed consumer can reach),
@@ -104,21 +78,8 @@ func snapshot(ctx context.Context, adm *kadm.Client, topics ...string) (map[stri
 // in offset order within each partition. It returns a *ShortReadError if
 // ctx ends first.
 func readRanges(ctx context.Context, opts []kgo.Opt, topic string, ranges []PartitionRange, fn func(*kgo.Record)) error {
-	rs := rangeread.Ranges{topic: {}}
-	for _, r := range ranges {
-		rs[topic][r.Partition] = rangeread.Span{Start: r.Start, End: r.End}
-	}
-	err := rangeread.Read(ctx, opts, rs, rangeread.Options{}, fn)
-	var short *rangeread.ShortError
-	if errors.As(err, &short) {
-		e := &ShortReadError{Topic: topic, Err: short.Err}
-		for _, u := range short.Unread {
-			e.Partitions = append(e.Partitions, ShortPartition{u.Partition, u.At, u.End})
-		}
-		return e
-	}
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+	if err := rangeread.Read(ctx, opts, rangeread.Ranges{topic: ranges}, rangeread.Options{}, fn); err != nil {
+		return fmt.Errorf("verify: reading %s: %w", topic, err)
 	}
 	return nil
 }

@@ -321,7 +321,7 @@ func TestOpenTransaction(t *testing.T) {
 
 	_, err := Run(e.ctx, e.opts, Config{Input: inTopic, Output: outTopic, Timeout: 500 * time.Millisecond})
 	var short *ShortReadError
-	if !errors.As(err, &short) || short.Topic != outTopic || len(short.Partitions) != 1 || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.As(err, &short) || len(short.Partitions) != 1 || short.Partitions[0].Topic != outTopic || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want a ShortReadError for %s", err, outTopic)
 	}
 	if p := short.Partitions[0]; p.Partition != 0 || p.Position >= p.Target {

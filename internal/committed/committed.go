@@ -33,8 +33,8 @@ func Read(ctx context.Context, opts []kgo.Opt, topic string) (map[int32][]*kgo.R
 		return nil, fmt.Errorf("committed: %w", err)
 	}
 	out := map[int32][]*kgo.Record{}
-	for p := range rs[topic] {
-		out[p] = nil
+	for _, r := range rs[topic] {
+		out[r.Partition] = nil
 	}
 	if err := rangeread.Read(ctx, opts, rs, rangeread.Options{}, func(r *kgo.Record) {
 		out[r.Partition] = append(out[r.Partition], r)
@@ -143,7 +143,7 @@ func caughtUp(ctx context.Context, opts []kgo.Opt, w Wait) (bool, error) {
 			return false, nil
 		}
 	}
-	behind := map[string]map[int32]rangeread.Span{}
+	behind := rangeread.Ranges{}
 	lso.Each(func(o kadm.ListedOffset) {
 		if !slices.Contains(topics, o.Topic) {
 			return // an output: the group does not consume it
@@ -153,10 +153,7 @@ func caughtUp(ctx context.Context, opts []kgo.Opt, w Wait) (bool, error) {
 			at = r.At
 		}
 		if at < o.Offset {
-			if behind[o.Topic] == nil {
-				behind[o.Topic] = map[int32]rangeread.Span{}
-			}
-			behind[o.Topic][o.Partition] = rangeread.Span{Start: at, End: o.Offset}
+			behind.Add(o.Topic, o.Partition, at, o.Offset)
 		}
 	})
 	if len(behind) == 0 {
@@ -167,8 +164,8 @@ func caughtUp(ctx context.Context, opts []kgo.Opt, w Wait) (bool, error) {
 		return false, err
 	}
 	for t, ps := range behind {
-		for p := range ps {
-			if r, ok := readable[t][p]; !ok || r {
+		for _, p := range ps {
+			if r, ok := readable[t][p.Partition]; !ok || r {
 				return false, nil
 			}
 		}

@@ -51,12 +51,11 @@ func tail(ctx context.Context, adm *kadm.Client, topic string) (rangeread.Ranges
 	if err != nil {
 		return nil, err
 	}
-	for p, s := range spans[topic] {
-		if s.End <= s.Start {
-			delete(spans[topic], p)
-			continue
+	out := rangeread.Ranges{}
+	for _, s := range spans[topic] {
+		if s.End > s.Start {
+			out.Add(topic, s.Partition, max(s.Start, s.End-tailOffsets), s.End)
 		}
-		spans[topic][p] = rangeread.Span{Start: max(s.Start, s.End-tailOffsets), End: s.End}
 	}
-	return spans, nil
+	return out, nil
 }

@@ -18,20 +18,33 @@
 package rangeread
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Span is the offsets [Start, End) of one partition.
-type Span struct{ Start, End int64 }
+// PartitionRange is the part of one partition a read covers: the offsets
+// in [Start, End), both listed before the read began. It is the one range
+// type of the house: package verify shows it as verify.PartitionRange.
+type PartitionRange struct {
+	Partition int32 `json:"partition"`
+	Start     int64 `json:"start"`
+	End       int64 `json:"end"`
+}
 
-// Ranges are the spans to read, by topic and partition.
-type Ranges map[string]map[int32]Span
+// Ranges are the ranges to read, by topic.
+type Ranges map[string][]PartitionRange
+
+// Add appends the range [start, end) of topic's partition p.
+func (rs Ranges) Add(topic string, p int32, start, end int64) {
+	rs[topic] = append(rs[topic], PartitionRange{Partition: p, Start: start, End: end})
+}
 
 // Options tune the reader; the zero value is kgo's defaults.
 type Options struct {
@@ -50,24 +63,40 @@ type Options struct {
 	Uncommitted bool
 }
 
-// Position is how far a partition was read: everything before At.
-type Position struct {
-	Topic     string
-	Partition int32
-	At, End   int64
+// ShortReadError is returned when a read stopped, its context ended (at a
+// timeout, say), before every partition reached the end listed for it.
+// Package verify shows it as verify.ShortReadError.
+type ShortReadError struct {
+	Partitions []ShortPartition // sorted by topic and partition
+	Err        error            // why the read stopped, e.g. context.DeadlineExceeded
 }
 
-// ShortError is returned when ctx ended before every range was read.
-type ShortError struct {
-	Unread []Position // sorted by topic and partition
-	Err    error      // ctx's error
+// ShortPartition is a partition a read did not finish: everything before
+// Position was read, Target is where it should have got to.
+type ShortPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Position  int64  `json:"position"`
+	Target    int64  `json:"target"`
 }
 
-func (e *ShortError) Error() string {
-	return fmt.Sprintf("%d partition(s) not read to their end: %v", len(e.Unread), e.Err)
+// Error names every partition the read did not finish, where it stopped
+// and where it should have got to, then why.
+func (e *ShortReadError) Error() string {
+	var b strings.Builder
+	b.WriteString("read stopped short of the listed end:")
+	for i, p := range e.Partitions {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %s[%d] at offset %d of %d", p.Topic, p.Partition, p.Position, p.Target)
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
 }
 
-func (e *ShortError) Unwrap() error { return e.Err }
+// Unwrap returns why the read stopped.
+func (e *ShortReadError) Unwrap() error { return e.Err }
 
 // Read reads every range with a consumer of its own (opts, plus
 // read_committed) and calls fn for each data record in a range, in offset
@@ -81,15 +110,15 @@ func Read(ctx context.Context, opts []kgo.Opt, ranges Ranges, o Options, fn func
 	consume := map[string]map[int32]kgo.Offset{}
 	remaining := 0
 	for t, ps := range ranges {
-		for p, s := range ps {
-			if s.End <= s.Start {
+		for _, r := range ps {
+			if r.End <= r.Start {
 				continue
 			}
 			if parts[t] == nil {
 				parts[t], consume[t] = map[int32]*state{}, map[int32]kgo.Offset{}
 			}
-			parts[t][p] = &state{pos: s.Start, end: s.End}
-			consume[t][p] = kgo.NewOffset().At(s.Start)
+			parts[t][r.Partition] = &state{pos: r.Start, end: r.End}
+			consume[t][r.Partition] = kgo.NewOffset().At(r.Start)
 			remaining++
 		}
 	}
@@ -126,22 +155,16 @@ func Read(ctx context.Context, opts []kgo.Opt, ranges Ranges, o Options, fn func
 			fs = cl.PollFetches(ctx)
 		}
 		if ctx.Err() != nil {
-			e := &ShortError{Err: ctx.Err()}
+			e := &ShortReadError{Err: ctx.Err()}
 			for t, ps := range parts {
 				for p, s := range ps {
 					if s.pos < s.end {
-						e.Unread = append(e.Unread, Position{t, p, s.pos, s.end})
+						e.Partitions = append(e.Partitions, ShortPartition{t, p, s.pos, s.end})
 					}
 				}
 			}
-			slices.SortFunc(e.Unread, func(a, b Position) int {
-				if a.Topic != b.Topic {
-					if a.Topic < b.Topic {
-						return -1
-					}
-					return 1
-				}
-				return int(a.Partition - b.Partition)
+			slices.SortFunc(e.Partitions, func(a, b ShortPartition) int {
+				return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 			})
 			return e
 		}
@@ -210,10 +233,11 @@ func Whole(ctx context.Context, adm *kadm.Client, topic string, uncommitted bool
 	if err != nil {
 		return nil, fmt.Errorf("listing offsets of %s: %w", topic, err)
 	}
-	rs := Ranges{topic: {}}
+	rs := Ranges{topic: nil}
 	ends.Each(func(o kadm.ListedOffset) {
 		s, _ := starts.Lookup(topic, o.Partition)
-		rs[topic][o.Partition] = Span{Start: s.Offset, End: o.Offset}
+		rs.Add(topic, o.Partition, s.Offset, o.Offset)
 	})
+	slices.SortFunc(rs[topic], func(a, b PartitionRange) int { return cmp.Compare(a.Partition, b.Partition) })
 	return rs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,19 +65,19 @@ func layout(t *testing.T) (context.Context, []kgo.Opt) {
 // says how far each partition got.
 func TestReadYieldsTheCommittedRecordsOfARangeAndSaysWhereItStopped(t *testing.T) {
 	ctx, opts := layout(t)
-	read := func(ctx context.Context, s Span) ([]string, error) {
+	read := func(ctx context.Context, s PartitionRange) ([]string, error) {
 		var got []string
-		err := Read(ctx, opts, Ranges{"t": {0: s}}, Options{}, func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		err := Read(ctx, opts, Ranges{"t": {s}}, Options{}, func(r *kgo.Record) { got = append(got, string(r.Value)) })
 		return got, err
 	}
 	for _, c := range []struct {
-		span Span
+		span PartitionRange
 		want string
 	}{
-		{Span{0, 10}, "[a b c d e]"}, // ends on a marker
-		{Span{1, 7}, "[b c]"},        // ends on a marker after aborted records
-		{Span{4, 9}, "[d e]"},        // starts inside the aborted transaction
-		{Span{5, 5}, "[]"},           // empty
+		{PartitionRange{0, 0, 10}, "[a b c d e]"}, // ends on a marker
+		{PartitionRange{0, 1, 7}, "[b c]"},        // ends on a marker after aborted records
+		{PartitionRange{0, 4, 9}, "[d e]"},        // starts inside the aborted transaction
+		{PartitionRange{0, 5, 5}, "[]"},           // empty
 	} {
 		got, err := read(ctx, c.span)
 		if err != nil || fmt.Sprint(got) != c.want && !(c.want == "[]" && got == nil) {
@@ -85,10 +86,13 @@ func TestReadYieldsTheCommittedRecordsOfARangeAndSaysWhereItStopped(t *testing.T
 	}
 	short, stop := context.WithTimeout(ctx, time.Second)
 	defer stop()
-	got, err := read(short, Span{7, 12})
-	var se *ShortError
-	if !errors.As(err, &se) || len(se.Unread) != 1 || se.Unread[0].End != 12 || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("reading into an open transaction: %v, %v; want a ShortError for t[0] ending at 12", got, err)
+	got, err := read(short, PartitionRange{0, 7, 12})
+	var se *ShortReadError
+	if !errors.As(err, &se) || len(se.Partitions) != 1 || se.Partitions[0] != (ShortPartition{"t", 0, 10, 12}) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("reading into an open transaction: %v, %v; want a ShortReadError for t[0] at 10 of 12", got, err)
+	}
+	if !strings.Contains(err.Error(), "t[0] at offset 10 of 12") {
+		t.Errorf("the error does not say where t[0] stopped: %v", err)
 	}
 	if fmt.Sprint(got) != "[d e]" {
 		t.Fatalf("before stopping short, read %v, want [d e]", got)
@@ -104,16 +108,16 @@ func TestReadableSeesThroughMarkersAndAbortedRecords(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, c := range []struct {
-		span Span
+		span PartitionRange
 		want bool
 	}{
-		{Span{3, 4}, false}, // a commit marker only
-		{Span{4, 7}, false}, // aborted records and their marker
-		{Span{2, 3}, true},  // a committed record
-		{Span{3, 8}, true},  // markers and aborted records, then a committed record
-		{Span{5, 5}, false}, // empty
+		{PartitionRange{0, 3, 4}, false}, // a commit marker only
+		{PartitionRange{0, 4, 7}, false}, // aborted records and their marker
+		{PartitionRange{0, 2, 3}, true},  // a committed record
+		{PartitionRange{0, 3, 8}, true},  // markers and aborted records, then a committed record
+		{PartitionRange{0, 5, 5}, false}, // empty
 	} {
-		got, err := Readable(ctx, opts, Ranges{"t": {0: c.span}})
+		got, err := Readable(ctx, opts, Ranges{"t": {c.span}})
 		if err != nil || got["t"][0] != c.want {
 			t.Errorf("Readable %+v = %v, %v; want %v", c.span, got, err, c.want)
 		}

@@ -25,16 +25,18 @@ func Readable(ctx context.Context, opts []kgo.Opt, ranges Ranges) (map[string]ma
 	out := map[string]map[int32]bool{}
 	start := map[string]map[int32]kgo.Offset{}
 	left := 0
+	end := map[string]map[int32]int64{}
 	for t, ps := range ranges {
-		for p, r := range ps {
+		for _, r := range ps {
 			if out[t] == nil {
-				out[t], start[t] = map[int32]bool{}, map[int32]kgo.Offset{}
+				out[t], start[t], end[t] = map[int32]bool{}, map[int32]kgo.Offset{}, map[int32]int64{}
 			}
 			if r.End <= r.Start {
-				out[t][p] = false
+				out[t][r.Partition] = false
 				continue
 			}
-			start[t][p] = kgo.NewOffset().At(r.Start)
+			start[t][r.Partition] = kgo.NewOffset().At(r.Start)
+			end[t][r.Partition] = r.End
 			left++
 		}
 	}
@@ -51,16 +53,16 @@ func Readable(ctx context.Context, opts []kgo.Opt, ranges Ranges) (map[string]ma
 	for left > 0 && ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		fs.EachRecord(func(rec *kgo.Record) {
-			r, ok := ranges[rec.Topic][rec.Partition]
+			e, ok := end[rec.Topic][rec.Partition]
 			if _, decided := out[rec.Topic][rec.Partition]; !ok || decided {
 				return
 			}
 			switch {
-			case rec.Offset >= r.End:
+			case rec.Offset >= e:
 				out[rec.Topic][rec.Partition] = false // read through: markers only
 			case !rec.Attrs.IsControl():
 				out[rec.Topic][rec.Partition] = true
-			case rec.Offset == r.End-1:
+			case rec.Offset == e-1:
 				out[rec.Topic][rec.Partition] = false
 			default:
 				return
