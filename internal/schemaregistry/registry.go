@@ -168,7 +168,10 @@ func (r *Registry) launch(ctx context.Context) error {
 	defer out.Close()
 	cmd := exec.Command("java", "-Xmx"+r.cfg.Heap, "-XX:+UseSerialGC",
 		"-Dquarkus.http.host=127.0.0.1", "-Dquarkus.http.port="+strconv.Itoa(r.cfg.Port),
-		"-Dquarkus.management.enabled=false", "-jar", r.jar)
+		"-Dquarkus.management.enabled=false",
+		// BACKWARD, as Confluent's registry defaults to: a new version must
+		// read what the previous one wrote.
+		"-Dregistry.rules.global.compatibility=BACKWARD", "-jar", r.jar)
 	cmd.Dir = r.cfg.Dir
 	cmd.Stdout, cmd.Stderr = out, out
 	if r.cfg.Detach {

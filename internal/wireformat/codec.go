@@ -1,0 +1,215 @@
+package wireformat
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/eosctl/eos"
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// Decoder turns Confluent wire-format Avro records into JSON objects. It
+// keeps one plan per writer schema id, fetched on first sight. It is not
+// safe for concurrent use: each worker has its own.
+type Decoder struct {
+	cl     *sr.Client
+	reader avro.Schema
+	warn   func(string, ...any)
+	plans  map[uint32]*plan
+}
+
+type plan struct {
+	flat    *reader
+	generic avro.Schema // resolved reader/writer schema for the rest
+	err     error       // the writer schema cannot be read: every record is bad
+}
+
+// NewDecoder reads records through readerSchema if it is not nil (schema
+// evolution: every writer schema is resolved against it), else each with
+// its own writer schema. warn receives the registry's failures while they
+// are retried.
+func NewDecoder(cl *sr.Client, readerSchema avro.Schema, warn func(string, ...any)) *Decoder {
+	return &Decoder{cl: cl, reader: readerSchema, warn: warn, plans: map[uint32]*plan{}}
+}
+
+// ParseSchema parses an Avro schema's JSON text.
+func ParseSchema(text string) (avro.Schema, error) {
+	return avro.Parse(text)
+}
+
+// AppendJSON decodes the wire-format record b and appends it to dst as a
+// JSON object. Errors are a *BadDataError, or (the registry unreachable
+// until ctx ended) wrap eos.ErrUnreachable.
+func (d *Decoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, error) {
+	if len(b) < 5 || b[0] != 0 {
+		if len(b) > 0 && b[0] != 0 {
+			return dst, bad("wire-format", "not in the Confluent wire format: the first byte is 0x%02x, want the magic byte 0", b[0])
+		}
+		return dst, bad("wire-format", "not in the Confluent wire format: %d bytes, want at least 5 (magic byte, schema id)", len(b))
+	}
+	id := binary.BigEndian.Uint32(b[1:5])
+	p, ok := d.plans[id]
+	if !ok {
+		var err error
+		if p, err = d.newPlan(ctx, id); err != nil {
+			return dst, err
+		}
+		d.plans[id] = p
+	}
+	if p.err != nil {
+		return dst, bad("avro-decode", "schema id %d: %v", id, p.err)
+	}
+	if p.flat != nil {
+		out, err := p.flat.appendJSON(dst, b[5:])
+		if err != nil {
+			return dst, bad("avro-decode", "schema id %d: %v", id, err)
+		}
+		return out, nil
+	}
+	var v any
+	if err := avro.Unmarshal(p.generic, b[5:], &v); err != nil {
+		return dst, bad("avro-decode", "schema id %d: %v", id, err)
+	}
+	js, err := json.Marshal(v)
+	if err != nil {
+		return dst, bad("avro-decode", "schema id %d: as JSON: %v", id, err)
+	}
+	return append(dst, js...), nil
+}
+
+func (d *Decoder) newPlan(ctx context.Context, id uint32) (*plan, error) {
+	s, err := fetch(ctx, d.cl, int(id), d.warn)
+	if err != nil {
+		return nil, err
+	}
+	if s.Type != sr.TypeAvro {
+		return &plan{err: fmt.Errorf("a %s schema; only avro is supported yet", s.Type)}, nil
+	}
+	w, err := avro.Parse(s.Schema)
+	if err != nil {
+		return &plan{err: fmt.Errorf("the registry's schema does not parse: %v", err)}, nil
+	}
+	if d.reader != nil {
+		if err := avro.NewSchemaCompatibility().Compatible(d.reader, w); err != nil {
+			return &plan{err: fmt.Errorf("the reader schema cannot read it: %v", err)}, nil
+		}
+	}
+	if r, err := newReader(w, d.reader); err == nil {
+		return &plan{flat: r}, nil
+	}
+	g := w
+	if d.reader != nil {
+		if g, err = avro.NewSchemaCompatibility().Resolve(d.reader, w); err != nil {
+			return &plan{err: fmt.Errorf("the reader schema cannot read it: %v", err)}, nil
+		}
+	}
+	return &plan{generic: g}, nil
+}
+
+// Encoder writes JSON objects as Confluent wire-format Avro records of one
+// output schema, registered under each output topic's subject
+// (TopicNameStrategy: TOPIC-value).
+type Encoder struct {
+	schema avro.Schema
+	w      *writer
+	ids    map[string]uint32
+}
+
+// NewEncoder takes the output schema; it must be a flat record.
+func NewEncoder(s avro.Schema) (*Encoder, error) {
+	w, err := newWriter(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Encoder{schema: s, w: w, ids: map[string]uint32{}}, nil
+}
+
+// Subject is the TopicNameStrategy subject of topic's values.
+func Subject(topic string) string { return topic + "-value" }
+
+// Register checks the output schema against the latest version under
+// topic's subject (the new schema must read what the old wrote: BACKWARD,
+// the registry's default), registers it, and keeps its id. An incompatible
+// schema is an eos.ErrConfig naming the subject and the field.
+func (e *Encoder) Register(ctx context.Context, cl *sr.Client, topic string) error {
+	subject := Subject(topic)
+	latest, err := cl.SchemaByVersion(ctx, subject, -1)
+	var re *sr.ResponseError
+	switch {
+	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
+	case err != nil:
+		return fmt.Errorf("%w: schema registry: subject %s: %v", eos.ErrUnreachable, subject, err)
+	default:
+		if old, perr := avro.Parse(latest.Schema.Schema); perr == nil {
+			if why := incompatible(e.schema, old); why != "" {
+				return eos.BadConfig("output_schema", "not compatible with subject %s (version %d): %s", subject, latest.Version, why)
+			}
+		}
+		res, err := cl.CheckCompatibility(sr.WithParams(ctx, sr.Verbose), subject, -1, sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro})
+		if err == nil && !res.Is {
+			return eos.BadConfig("output_schema", "the registry finds it not compatible with subject %s (version %d): %v", subject, latest.Version, res.Messages)
+		}
+	}
+	ss, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro})
+	if err != nil {
+		if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
+			return eos.BadConfig("output_schema", "the registry refuses it under subject %s: %v", subject, err)
+		}
+		return fmt.Errorf("%w: schema registry: registering under %s: %v", eos.ErrUnreachable, subject, err)
+	}
+	e.ids[topic] = uint32(ss.ID)
+	return nil
+}
+
+// incompatible says why records written with old cannot be read with s,
+// naming the field, or "" if they can.
+func incompatible(s, old avro.Schema) string {
+	c := avro.NewSchemaCompatibility()
+	nr, ok1 := s.(*avro.RecordSchema)
+	or, ok2 := old.(*avro.RecordSchema)
+	if ok1 && ok2 {
+		for _, f := range nr.Fields() {
+			i := -1
+			for j, g := range or.Fields() {
+				if g.Name() == f.Name() {
+					i = j
+				}
+			}
+			if i < 0 {
+				if !f.HasDefault() {
+					return fmt.Sprintf("field %q is new and has no default, so records written before cannot be read", f.Name())
+				}
+				continue
+			}
+			if err := c.Compatible(f.Type(), or.Fields()[i].Type()); err != nil {
+				return fmt.Sprintf("field %q: %v", f.Name(), err)
+			}
+		}
+	}
+	if err := c.Compatible(s, old); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// Append encodes the JSON object js as a wire-format record for topic
+// (which Register must have seen). A value that does not fit the schema is
+// a *BadDataError (avro-encode).
+func (e *Encoder) Append(dst []byte, topic string, js []byte) ([]byte, error) {
+	id, ok := e.ids[topic]
+	if !ok {
+		return dst, fmt.Errorf("wireformat: no schema registered for topic %s", topic)
+	}
+	dst = append(dst, 0)
+	dst = binary.BigEndian.AppendUint32(dst, id)
+	out, err := e.w.appendAvro(dst, js)
+	if err != nil {
+		return dst, bad("avro-encode", "%v", err)
+	}
+	return out, nil
+}
