@@ -81,6 +81,12 @@ const (
 	DedupRepeats  = "eos_dedup_repeats_total"
 	DedupKeysHeld = "eos_dedup_keys_held"
 
+	JoinRestoredRows = "eos_join_restored_rows_total"
+	JoinRows         = "eos_join_rows"
+	JoinLookups      = "eos_join_lookups_total"
+	JoinMisses       = "eos_join_misses_total"
+	JoinDropped      = "eos_join_dropped_total"
+
 	LSOLag             = "eos_lso_lag_records"
 	ConsumerLag        = "eos_consumer_lag_records"
 	OpenTransactionAge = "eos_open_transaction_age_seconds"
@@ -121,6 +127,11 @@ var catalog = []Desc{
 	{Name: DedupPassed, Kind: Counter, Help: "dedup topology: records let through (the first of their key within the retention) in committed transactions; 0 for other topologies."},
 	{Name: DedupRepeats, Kind: Counter, Help: "dedup topology: repeats dropped or sent to the audit output in committed transactions; 0 for other topologies."},
 	{Name: DedupKeysHeld, Kind: Gauge, Help: "dedup topology: keys held (passed within the retention) in this worker's partitions after its last commit; 0 for other topologies."},
+	{Name: JoinRestoredRows, Kind: Counter, Help: "etl join: table records read, by restores of newly assigned partitions and by the catch-up before each poll's records (read at each commit); 0 without a join."},
+	{Name: JoinRows, Kind: Gauge, Help: "etl join: table rows held in this worker's partitions (read at each commit); 0 without a join."},
+	{Name: JoinLookups, Kind: Counter, Help: "etl join: lookups of a key in a table partition this worker holds, including records processed again after an abort (read at each commit); 0 without a join."},
+	{Name: JoinMisses, Kind: Counter, Help: "etl join: lookups that found no row (then dead-lettered join-missing, dropped, or joined with null, as missing says); 0 without a join."},
+	{Name: JoinDropped, Kind: Counter, Help: "etl join with missing: drop: records dropped for want of a row; 0 otherwise."},
 
 	{Name: LSOLag, Kind: Gauge, Labels: []string{"topic", "partition"}, Scope: Shared, Help: "High watermark minus last stable offset: offsets read_committed consumers cannot see yet because a transaction is open or hanging on the partition."},
 	{Name: ConsumerLag, Kind: Gauge, Labels: []string{"group", "topic", "partition"}, Scope: Shared, Help: "Last stable offset minus the group's committed offset (log start offset if none): what the group can read but has not committed."},

@@ -69,6 +69,9 @@ type Worker struct {
 	// dedupLast is what the counters were last moved to.
 	dedup     func() DedupStats
 	dedupLast DedupStats
+	// join reads the etl join's counts at every commit (WatchJoin).
+	join     func() JoinStats
+	joinLast JoinStats
 }
 
 // DedupStats are the dedup topology's counts over committed transactions
@@ -163,6 +166,7 @@ func (w *Worker) OnEvent(e pipeline.Event) {
 			r.gauge(DedupKeysHeld).Set(float64(s.KeysHeld))
 			w.dedupLast = s
 		}
+		w.exportJoin()
 	case pipeline.EventAborted:
 		r.counter(Transactions, "aborted").Inc()
 		r.counter(TransactionAborts, e.Reason).Inc()

@@ -309,6 +309,7 @@ func (w *Worker) clientOpts() []kgo.Opt {
 		kgo.RequestTimeoutOverhead(w.cfg.RequestTimeout),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 			w.emit(Event{Kind: EventAssigned, Partitions: ps})
+			w.assignedInput(ps, true)
 			if w.state != nil {
 				w.restore(ctx, ps[w.state.topic]) // before kgo fetches anything of them
 			}
@@ -317,6 +318,7 @@ func (w *Worker) clientOpts() []kgo.Opt {
 			if w.state != nil {
 				w.state.drop(ps[w.state.topic])
 			}
+			w.assignedInput(ps, false)
 			if len(ps) > 0 {
 				w.emit(Event{Kind: EventRevoked, Partitions: ps, Reason: "revoked"})
 			}
@@ -325,6 +327,7 @@ func (w *Worker) clientOpts() []kgo.Opt {
 			if w.state != nil {
 				w.state.drop(ps[w.state.topic])
 			}
+			w.assignedInput(ps, false)
 			w.emit(Event{Kind: EventRevoked, Partitions: ps, Reason: "lost"})
 		}),
 	)
@@ -416,6 +419,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	stop, err := w.startTransform(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return w.stopped(err)
+	}
+	defer stop()
 	sess, err := w.open(ctx)
 	if err != nil {
 		return w.stopped(err)
@@ -578,6 +589,13 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 		}
 		if err := w.restoreFailed(); err != nil {
 			w.abort(ctx, sess)
+			return err
+		}
+		if err := w.syncTransform(ctx, fs); err != nil {
+			w.abort(ctx, sess)
+			if ctx.Err() != nil {
+				return w.shutdown(sess, consumed)
+			}
 			return err
 		}
 		if err := w.process(ctx, sess, fs, &consumed); err != nil {

@@ -26,7 +26,7 @@ func TestBadConfigsGiveFileLineAndReason(t *testing.T) {
 		name, topology, body string
 		want                 string // after "FILE:"
 	}{
-		{"unknown key", "etl", "filter: amount > 1\nfiltr: x\n", `2: filtr: unknown key (did you mean "filter"? known: topology, filter, map, project, drop, key, route, outputs)`},
+		{"unknown key", "etl", "filter: amount > 1\nfiltr: x\n", `2: filtr: unknown key (did you mean "filter"? known: topology, join, filter, map, project, drop, key, route, outputs)`},
 		{"not compiling", "etl", "map:\n  cents: amount *\n", `2: map.cents: expression "amount *" does not compile: unexpected token EOF (1:8)`},
 		{"filter not boolean", "etl", "\nfilter: int(amount)\n", `2: filter: expression "int(amount)" must be boolean: expected bool, but got int`},
 		{"filter string", "etl", "filter: '\"yes\"'\n", `1: filter: expression "\"yes\"" must be boolean`},
@@ -37,7 +37,7 @@ func TestBadConfigsGiveFileLineAndReason(t *testing.T) {
 		{"wrong topology", "etl", "topology: aggregate\n", `1: topology: this file configures the aggregate topology, not etl`},
 		{"another topology's keys", "aggregate", "topology: etl\nfilter: amount > 1\n", `1: topology: this file configures the etl topology, not aggregate`},
 		{"another topology's keys without a topology key", "aggregate", "filter: amount > 1\n", `1: filter: unknown key (a key of the etl topology: is this file for etl? known: topology, group_by,`},
-		{"aggregate keys in an etl file", "etl", "map: {a: b}\ngroup_by: user\n", `2: group_by: unknown key (a key of the aggregate topology: is this file for aggregate? known: topology, filter,`},
+		{"aggregate keys in an etl file", "etl", "map: {a: b}\ngroup_by: user\n", `2: group_by: unknown key (a key of the aggregate topology: is this file for aggregate? known: topology, join, filter,`},
 		{"not yaml", "etl", "filter: [unclosed\n", `not valid YAML`},
 		{"empty", "etl", "", `1: the file is empty`},
 		{"list at top", "etl", "- a\n", `1: the top level must be a mapping`},

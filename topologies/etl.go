@@ -13,11 +13,17 @@ import (
 )
 
 // etlKeys are the keys of an etl configuration, in the order they apply.
-var etlKeys = []string{"topology", "filter", "map", "project", "drop", "key", "route", "outputs"}
+var etlKeys = []string{"topology", "join", "filter", "map", "project", "drop", "key", "route", "outputs"}
 
-// ETL is the declarative etl topology: per JSON record, filter, reshape,
-// re-key and route, as configured by a YAML file. It keeps no state.
+// ETL is the declarative etl topology: per JSON record, join with a
+// table, filter, reshape, re-key and route, as configured by a YAML file.
+// It keeps no state of its own (a join's table is a view of its topic).
 //
+//	join:                           # look up a row of a table (see Table)
+//	  table: catalog                #   its topic: compacted, keyed by the join key
+//	  key: string(seq)              #   the row's key, an expression over the record
+//	  as: product                   #   later expressions read the row as product.price
+//	  missing: dead-letter          #   no row: dead-letter (join-missing), drop or null
 //	filter: amount >= 10            # keep only records for which this is true
 //	map:                            # add or replace fields (the others stay, in order)
 //	  cents: int(round(amount * 100))
@@ -30,7 +36,7 @@ var etlKeys = []string{"topology", "filter", "map", "project", "drop", "key", "r
 //	  big: orders-big
 //
 // Every expression sees the input record (see the package's expression
-// rules). A record whose value is not a JSON object, that lacks a field an
+// rules), and the joined row under its name. A record whose value is not a JSON object, that lacks a field an
 // expression names, or on which an expression fails, is dead-lettered.
 type ETL struct {
 	filter  *expression
@@ -41,6 +47,7 @@ type ETL struct {
 	route   *expression
 	outputs map[string]string
 	env     *env
+	join    *etlJoin // nil without a join
 }
 
 type etlField struct {
@@ -74,6 +81,8 @@ func parseETL(d *doc) (*ETL, error) {
 	var routeField *field
 	for _, f := range fs {
 		switch f.name {
+		case "join":
+			t.join, err = d.parseJoin(f)
 		case "filter":
 			t.filter, err = d.expression(f, boolValue)
 		case "map", "project":
@@ -102,6 +111,10 @@ func parseETL(d *doc) (*ETL, error) {
 	exprs := []*expression{t.filter, t.key, t.route}
 	for _, f := range t.fields {
 		exprs = append(exprs, f.e)
+	}
+	if t.join != nil {
+		t.join.bind(exprs)
+		exprs = append(exprs, t.join.key)
 	}
 	t.env = newEnv(exprs...)
 	return t, nil
@@ -173,6 +186,11 @@ func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitt
 	if err := t.env.load(in); err != nil {
 		return err
 	}
+	if t.join != nil {
+		if ok, err := t.join.lookup(t.env); !ok || err != nil {
+			return err
+		}
+	}
 	if t.filter != nil {
 		keep, err := t.filter.eval(t.env.m)
 		if err != nil {
@@ -240,6 +258,9 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 		return err
 	}
 	value := func(f etlField) ([]byte, any, bool, error) {
+		if t.join != nil && f.e.ident == t.join.as {
+			return t.join.row, nil, false, nil
+		}
 		if f.e.ident != "" {
 			raw, _ := obj.get(f.e.ident) // present: env.load checked
 			return raw, nil, false, nil

@@ -133,9 +133,17 @@ func (e *runExporter) finish(ctx context.Context, runErr error) {
 }
 
 // watch feeds a topology's own counts to the exporter: the dedup
-// topology's, read after each commit. The topology sees each event before
+// topology's and the etl join's, read after each commit. The topology sees each event before
 // the exporter, so the commit it counts is the one being exported.
 func (e *runExporter) watch(t pipeline.Transform, cfg *pipeline.Config) {
+	if etl, ok := t.(*topologies.ETL); ok && e != nil {
+		if _, join := etl.JoinStats(); join {
+			e.w.WatchJoin(func() metrics.JoinStats {
+				s, _ := etl.JoinStats()
+				return metrics.JoinStats{Rows: s.Rows, Restored: s.Restored, Lookups: s.Lookups, Misses: s.Misses, Dropped: s.Dropped}
+			})
+		}
+	}
 	d, ok := t.(*topologies.Dedup)
 	if !ok {
 		return

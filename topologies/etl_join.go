@@ -1,0 +1,232 @@
+package topologies
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/eosctl/eos/pipeline"
+)
+
+// joinKeys are the keys of an etl join.
+var joinKeys = []string{"table", "key", "as", "missing"}
+
+// What a join does with a record whose key has no row.
+const (
+	missingDeadLetter = iota // dead-letter it as join-missing (the default)
+	missingDrop              // drop it, counted
+	missingNull              // go on with the row as null
+)
+
+// etlJoin is the etl topology's stream-table join: it looks the record's
+// key up in a Table and binds the row's JSON object to the variable as,
+// for every later step's expressions.
+type etlJoin struct {
+	table   *Table
+	key     *expression
+	as      string
+	missing int
+	dropped atomic.Int64
+	// row is the raw row of the record being processed ("null" when it has
+	// none), for a map field that copies it whole.
+	row []byte
+}
+
+// JoinStats are the etl join's counts since the worker started: records
+// processed again after an abort or a restart count again.
+type JoinStats struct {
+	TableStats
+	Dropped int64 // records dropped for want of a row (missing: drop)
+}
+
+// parseJoin reads join: {table: TOPIC, key: EXPR, as: NAME, missing: ...}.
+func (d *doc) parseJoin(f field) (*etlJoin, error) {
+	fs, err := d.fields(f.value, f.key, joinKeys)
+	if err != nil {
+		return nil, err
+	}
+	j := &etlJoin{}
+	var table string
+	for _, x := range fs {
+		switch x.name {
+		case "table":
+			if table, err = d.str(x); err == nil {
+				j.table, err = NewTable(table, fmt.Sprintf("%s in %s:%d", x.key, d.file, x.value.Line))
+				if err != nil {
+					err = d.errAt(x.value, x.key, "%v", err)
+				}
+			}
+		case "key":
+			j.key, err = d.expression(x, anyValue)
+		case "as":
+			if j.as, err = d.str(x); err == nil && !validIdent(j.as) {
+				err = d.errAt(x.value, x.key, "want a name for the row's variable, letters, digits and _ not starting with a digit (such as product), got %q", j.as)
+			}
+		case "missing":
+			var s string
+			if s, err = d.str(x); err == nil {
+				switch s {
+				case "dead-letter":
+					j.missing = missingDeadLetter
+				case "drop":
+					j.missing = missingDrop
+				case "null":
+					j.missing = missingNull
+				default:
+					err = d.errAt(x.value, x.key, "want dead-letter (the default: reason join-missing), drop or null, got %q", s)
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, need := range []struct {
+		ok   bool
+		key  string
+		want string
+	}{
+		{j.table != nil, "table", "the table's topic, a compacted topic keyed by the join key"},
+		{j.key != nil, "key", "an expression over the record giving the row's key, such as user"},
+		{j.as != "", "as", "the name the row's fields are read under, such as product"},
+	} {
+		if !need.ok {
+			return nil, d.errAt(f.value, f.key+"."+need.key, "missing: want %s", need.want)
+		}
+	}
+	if slices.Contains(metaVars, j.as) {
+		return nil, d.errAt(f.value, f.key+".as", "%s is a metadata variable; choose another name", j.as)
+	}
+	if slices.Contains(j.key.fields, j.as) {
+		return nil, d.errAt(f.value, f.key+".key", "the key expression uses %s, the row it looks up", j.as)
+	}
+	return j, nil
+}
+
+func validIdent(s string) bool {
+	for i, c := range s {
+		if c != '_' && !('a' <= c && c <= 'z') && !('A' <= c && c <= 'Z') && (i == 0 || !('0' <= c && c <= '9')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// bind makes the row variable a binding of every expression rather than a
+// field of the record: no record need have it.
+func (j *etlJoin) bind(exprs []*expression) {
+	for _, e := range exprs {
+		if e != nil && e != j.key {
+			e.fields = slices.DeleteFunc(e.fields, func(f string) bool { return f == j.as })
+		}
+	}
+}
+
+// lookup joins the record whose environment env holds: it binds the row
+// to j.as and reports whether the record goes on.
+func (j *etlJoin) lookup(env *env) (bool, error) {
+	v, err := j.key.eval(env.m)
+	if err != nil {
+		return false, err
+	}
+	var r *tableRow
+	if v != nil {
+		k, err := keyBytes(v)
+		if err != nil {
+			return false, pipeline.DeadLetter("expression-error", fmt.Errorf("%s: key gave %v (%T), want a string or a number", j.key.where, v, v))
+		}
+		if r, err = j.table.row(string(k)); err != nil {
+			return false, err
+		}
+	}
+	if r == nil {
+		switch j.missing {
+		case missingDrop:
+			j.dropped.Add(1)
+			return false, nil
+		case missingNull:
+			env.m[j.as], j.row = nil, nullJSON
+			return true, nil
+		}
+		return false, pipeline.DeadLetter("join-missing", fmt.Errorf("table %s has no row for key %v (%s)", j.table.topic, v, j.key.where))
+	}
+	if !r.decoded {
+		r.obj, r.err = decodeObject(r.raw)
+		r.decoded = true
+	}
+	if r.err != nil {
+		return false, pipeline.DeadLetter("malformed-json", fmt.Errorf("table %s, row %v: %w", j.table.topic, v, r.err))
+	}
+	env.m[j.as], j.row = r.obj, r.raw
+	return true, nil
+}
+
+var nullJSON = []byte("null")
+
+// decodeObject decodes a JSON object with the record fields' rules
+// (integers as int).
+func decodeObject(raw []byte) (map[string]any, error) {
+	var o jsonObject
+	if err := o.parse(raw); err != nil {
+		return nil, err
+	}
+	m := make(map[string]any, len(o.keys))
+	for i, k := range o.keys {
+		v, err := decodeJSON(o.raws[i])
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %w", k, err)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// The etl topology is a pipeline.Starter so that a join's table follows
+// the worker's assignment; without a join these do nothing.
+
+// Start implements pipeline.Starter.
+func (t *ETL) Start(ctx context.Context, env pipeline.StartEnv) error {
+	if t.join == nil {
+		return nil
+	}
+	return t.join.table.Start(ctx, env)
+}
+
+// Assigned implements pipeline.Starter.
+func (t *ETL) Assigned(parts []int32) {
+	if t.join != nil {
+		t.join.table.Assigned(parts)
+	}
+}
+
+// Revoked implements pipeline.Starter.
+func (t *ETL) Revoked(parts []int32) {
+	if t.join != nil {
+		t.join.table.Revoked(parts)
+	}
+}
+
+// Sync implements pipeline.Starter.
+func (t *ETL) Sync(ctx context.Context) error {
+	if t.join == nil {
+		return nil
+	}
+	return t.join.table.Sync(ctx)
+}
+
+// Stop implements pipeline.Starter.
+func (t *ETL) Stop() {
+	if t.join != nil {
+		t.join.table.Stop()
+	}
+}
+
+// JoinStats returns the join's counts, and false for an etl without a
+// join. It is safe for concurrent use.
+func (t *ETL) JoinStats() (JoinStats, bool) {
+	if t.join == nil {
+		return JoinStats{}, false
+	}
+	return JoinStats{TableStats: t.join.table.Stats(), Dropped: t.join.dropped.Load()}, true
+}
