@@ -13,16 +13,17 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/pipeline"
+	"go.yaml.in/yaml/v3"
 )
 
 // aggregateKeys are the keys of an aggregate configuration.
 var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregations", "emit", "repartition", "preaggregate", "store"}
 
 // Aggregate is the windowed aggregation topology: it groups JSON records by
-// a key expression into tumbling or hopping windows of event time, keeps
-// count, sum, min, max and avg per window in a keyed store, and emits each
-// window's result when the window closes (and, with emit: updates, after
-// every change).
+// a key expression into tumbling, hopping or session windows of event time,
+// keeps count, sum, min, max and avg per window in a keyed store, and emits
+// each window's result when the window closes (and, with emit: updates,
+// after every change).
 //
 //	group_by: user
 //	time: ts                 # Unix ms, RFC 3339 text, or omit for the record timestamp
@@ -30,6 +31,8 @@ var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregat
 //	  size: 1m
 //	  advance: 20s           # hopping windows; omit for tumbling
 //	  grace: 10s             # how late a record may be
+//	  # or, instead of size and advance, session windows:
+//	  # session_gap: 30m     # a group's records at most 30m apart form one session
 //	aggregations:
 //	  orders: count()
 //	  total: sum(amount)
@@ -48,6 +51,13 @@ var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregat
 // results matter. Stream time, the open windows and their accumulators are
 // state: changelogged, restored, and consistent with the committed offsets,
 // so a crash neither loses a window nor counts a record twice.
+//
+// Session windows are a Sessioniser's (session.go): a session's result has
+// the times of its first and last records as start and end; a record that
+// bridges two sessions merges them, and with emit: updates the sessions
+// merged away or moved are retracted ({"key":..,"start":..,"end":..,
+// "retracted":true}). Stage one does not combine records for sessions:
+// each is written alone to the repartition topic.
 //
 // Repartitioning. State lives per partition, so a group must be in one
 // partition. With repartition: true (the default) the topology first
@@ -82,9 +92,16 @@ type Aggregate struct {
 	one          []byte    // the current record's accumulator, reused
 	pane         int64     // ms: gcd(size, advance), see combiner
 	comb         combiner  // stage one's held partials
+	// sessions is set for session windows (window.session_gap), which
+	// replace size and advance.
+	sessions  *Sessioniser
+	gap       int64              // ms: window.session_gap, 0 for time windows
+	out       pipeline.Emitter   // the emitter of the record being folded, for onSession
+	onSession func(SessionEvent) // sessionEvent, made once
 }
 
 type aggregation struct {
+	key  *yaml.Node // where it is configured
 	name string
 	op   string // count, sum, min, max, avg
 	e    *expression
@@ -152,12 +169,25 @@ func parseAggregate(d *doc) (*Aggregate, error) {
 		what string
 	}{
 		{t.groupBy != nil, "group_by", "an expression giving each record's group, such as user"},
-		{t.size > 0, "window", "window: {size: 1m}"},
+		{t.size > 0 || t.gap > 0, "window", "window: {size: 1m} or window: {session_gap: 30m}"},
 		{len(t.aggs) > 0, "aggregations", "at least one, such as {orders: count(), total: sum(amount)}"},
 	} {
 		if !req.ok {
 			return nil, d.errAt(d.root, req.key, "missing: want %s", req.what)
 		}
+	}
+	if t.gap > 0 {
+		for _, a := range t.aggs {
+			if a.name == "retracted" {
+				return nil, d.errAt(a.key, "aggregations."+a.name, "the name %q is taken by the retractions of session windows", a.name)
+			}
+		}
+		var err error
+		t.sessions, err = NewSessioniser(t.store, ms(t.gap), ms(t.grace), func(acc, add []byte) []byte { return t.merge(acc, acc != nil, add) })
+		if err != nil {
+			return nil, err
+		}
+		t.onSession = t.sessionEvent
 	}
 	exprs := []*expression{t.groupBy, t.time}
 	for _, a := range t.aggs {
@@ -168,11 +198,12 @@ func parseAggregate(d *doc) (*Aggregate, error) {
 }
 
 func (t *Aggregate) parseWindow(d *doc, f field) error {
-	fs, err := d.fields(f.value, f.key, []string{"size", "advance", "grace"})
+	fs, err := d.fields(f.value, f.key, []string{"size", "advance", "grace", "session_gap"})
 	if err != nil {
 		return err
 	}
-	var size, advance, grace time.Duration
+	var size, advance, grace, gap time.Duration
+	var sized *field // size or advance, which session_gap excludes
 	for _, x := range fs {
 		var v time.Duration
 		if v, err = d.duration(x, x.name == "grace"); err != nil {
@@ -188,7 +219,19 @@ func (t *Aggregate) parseWindow(d *doc, f field) error {
 			advance = v
 		case "grace":
 			grace = v
+		case "session_gap":
+			gap = v
 		}
+		if x.name == "size" || x.name == "advance" {
+			sized = &x
+		}
+	}
+	if gap > 0 {
+		if sized != nil {
+			return d.errAt(sized.line, sized.key, "session windows (session_gap) have no %s: a session lasts while its records are at most session_gap apart; remove %s, or session_gap for tumbling or hopping windows", sized.name, sized.name)
+		}
+		t.gap, t.grace = gap.Milliseconds(), grace.Milliseconds()
+		return nil
 	}
 	if size == 0 {
 		return d.errAt(f.value, f.key+".size", "missing: want the window length, such as 1m")
@@ -224,7 +267,7 @@ func (t *Aggregate) parseAggs(d *doc, f field) error {
 		if m == nil {
 			return d.errAt(x.value, x.key, "want count(), sum(EXPR), min(EXPR), max(EXPR) or avg(EXPR), got %q", spec)
 		}
-		a := aggregation{name: x.name, op: m[1]}
+		a := aggregation{key: x.line, name: x.name, op: m[1]}
 		arg := strings.TrimSpace(m[2])
 		switch {
 		case a.op == "count" && arg != "":
@@ -409,7 +452,16 @@ func windowKey(start int64, group string) string {
 	return string(b[:]) + group
 }
 
-func getInt(st *pipeline.Store, key string, def int64) int64 {
+// kv is what the windows need of a store: *pipeline.Store, or a map in
+// tests that run without a worker.
+type kv interface {
+	Get(key string) ([]byte, bool)
+	Put(key string, value []byte)
+	Delete(key string)
+	Range(fn func(key string, value []byte) bool)
+}
+
+func getInt(st kv, key string, def int64) int64 {
 	v, ok := st.Get(key)
 	if !ok || len(v) != 8 {
 		return def
@@ -417,13 +469,17 @@ func getInt(st *pipeline.Store, key string, def int64) int64 {
 	return int64(binary.BigEndian.Uint64(v))
 }
 
-func putInt(st *pipeline.Store, key string, v int64) {
+func putInt(st kv, key string, v int64) {
 	st.Put(key, binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(v)))
 }
 
 // update folds an accumulator (one record's, or a partial's) of event time
 // ts into its windows, then closes the windows that stream time has passed.
 func (t *Aggregate) update(st *pipeline.Store, group string, ts int64, add []byte, out pipeline.Emitter) error {
+	if t.sessions != nil {
+		t.out = out
+		return t.sessions.add(st, group, ts, add, t.onSession)
+	}
 	streamTime := getInt(st, streamTimeKey, math.MinInt64)
 	nextClose := getInt(st, nextCloseKey, math.MaxInt64)
 	// The windows [s, s+size) containing ts, s a multiple of advance.
@@ -442,7 +498,7 @@ func (t *Aggregate) update(st *pipeline.Store, group string, ts int64, add []byt
 			putInt(st, nextCloseKey, nextClose)
 		}
 		if t.updates {
-			t.emit(out, group, start, acc, false)
+			t.emit(out, group, start, end, acc, false)
 		}
 		updated++
 	}
@@ -512,7 +568,7 @@ func (t *Aggregate) close(st *pipeline.Store, streamTime int64, out pipeline.Emi
 		return cmp.Or(cmp.Compare(a.start, b.start), strings.Compare(a.group, b.group))
 	})
 	for _, c := range done {
-		t.emit(out, c.group, c.start, c.acc, true)
+		t.emit(out, c.group, c.start, c.start+t.size, c.acc, true)
 		st.Delete(c.key)
 	}
 	if next == math.MaxInt64 {
@@ -583,16 +639,36 @@ func (t *Aggregate) combine(b []byte, sum, lo, hi float64) {
 	binary.BigEndian.PutUint64(b[16:], math.Float64bits(max(get(16), hi)))
 }
 
+// sessionEvent writes what the Sessioniser reports: final results, and with
+// emit: updates every update and retraction.
+func (t *Aggregate) sessionEvent(e SessionEvent) {
+	switch {
+	case e.Kind == SessionFinal || e.Kind == SessionUpdate && t.updates:
+		t.emit(t.out, e.Key, e.Start.UnixMilli(), e.End.UnixMilli(), e.Acc, e.Kind == SessionFinal)
+	case e.Kind == SessionRetract && t.updates:
+		b := make([]byte, 0, 64)
+		b = append(b, `{"key":`...)
+		b = appendJSONString(b, e.Key)
+		b = append(b, `,"start":`...)
+		b = strconv.AppendInt(b, e.Start.UnixMilli(), 10)
+		b = append(b, `,"end":`...)
+		b = strconv.AppendInt(b, e.End.UnixMilli(), 10)
+		b = append(b, `,"retracted":true}`...)
+		t.out.Emit(pipeline.Output{Key: []byte(e.Key), Value: b, Timestamp: e.End})
+	}
+}
+
 // emit writes a window's result:
-// {"key":..,"start":ms,"end":ms,<aggregations>...,"final":bool}.
-func (t *Aggregate) emit(out pipeline.Emitter, group string, start int64, acc []byte, final bool) {
+// {"key":..,"start":ms,"end":ms,<aggregations>...,"final":bool}. A time
+// window's end is exclusive; a session's is its last record's time.
+func (t *Aggregate) emit(out pipeline.Emitter, group string, start, end int64, acc []byte, final bool) {
 	b := make([]byte, 0, 64+24*len(t.aggs))
 	b = append(b, `{"key":`...)
 	b = appendJSONString(b, group)
 	b = append(b, `,"start":`...)
 	b = strconv.AppendInt(b, start, 10)
 	b = append(b, `,"end":`...)
-	b = strconv.AppendInt(b, start+t.size, 10)
+	b = strconv.AppendInt(b, end, 10)
 	count := int64(binary.BigEndian.Uint64(acc))
 	for i, a := range t.aggs {
 		o := 8 + 24*i
@@ -618,5 +694,5 @@ func (t *Aggregate) emit(out pipeline.Emitter, group string, start int64, acc []
 	b = append(b, `,"final":`...)
 	b = strconv.AppendBool(b, final)
 	b = append(b, '}')
-	out.Emit(pipeline.Output{Key: []byte(group), Value: b, Timestamp: time.UnixMilli(start + t.size)})
+	out.Emit(pipeline.Output{Key: []byte(group), Value: b, Timestamp: time.UnixMilli(end)})
 }

@@ -93,6 +93,13 @@ func (t *Aggregate) stageOne(in *pipeline.Record, group []byte, ts int64, vals [
 		c.seen = make([]int64, seenBuckets)
 		c.forget()
 	}
+	if t.sessions != nil {
+		// Sessions are not combined: a partial's records could fall in
+		// different sessions, and whether one is late depends on its own
+		// time.
+		out.Emit(pipeline.Output{To: t.store, Key: group, Value: t.encodeStaged(ts, vals, in.Value), Headers: in.Headers, Timestamp: in.Timestamp})
+		return
+	}
 	closes := t.firstStart(ts) + t.size + t.grace
 	seen := &c.seen[crc32.Checksum(group, castagnoli)%seenBuckets]
 	if t.updates || !t.preaggregate || closes <= *seen {

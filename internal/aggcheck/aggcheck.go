@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -229,7 +228,14 @@ type expectedDeadLetter struct {
 // "late-record", a heartbeat nothing, and any other record is folded into
 // its window, in memory.
 func NewReference(input string, recs []*kgo.Record) *Reference {
-	ref := &Reference{Input: input, windows: map[string]Window{}, deadLetters: map[string]expectedDeadLetter{}}
+	return newReference(input, recs, tumbling)
+}
+
+// newReference sorts the input records into dead letters and regular
+// events, and gives the events to windows for the reference's windows.
+func newReference(input string, recs []*kgo.Record, windows func([]Event) map[string]Window) *Reference {
+	ref := &Reference{Input: input, deadLetters: map[string]expectedDeadLetter{}}
+	var evs []Event
 	for _, r := range recs {
 		src := fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)
 		var v struct {
@@ -253,17 +259,9 @@ func NewReference(input string, recs []*kgo.Record) *Reference {
 			continue
 		}
 		ref.Records++
-		start := v.TS - v.TS%aggregateWindow
-		w := Window{Key: v.User, Start: start, End: start + aggregateWindow, Smallest: math.Inf(1), Biggest: math.Inf(-1), Final: true}
-		if prev, ok := ref.windows[w.ID()]; ok {
-			w = prev
-		}
-		w.Orders++
-		w.Total += v.Amount
-		w.Smallest, w.Biggest = min(w.Smallest, v.Amount), max(w.Biggest, v.Amount)
-		w.Mean = w.Total / float64(w.Orders)
-		ref.windows[w.ID()] = w
+		evs = append(evs, Event{Group: v.User, TS: v.TS, Amount: v.Amount})
 	}
+	ref.windows = windows(evs)
 	return ref
 }
 
@@ -482,16 +480,21 @@ type Topics struct {
 // As with [Run], an error means no judgment could be made; a bad verdict is
 // a report whose OK is false.
 func Judge(ctx context.Context, opts []kgo.Opt, t Topics) (*Report, error) {
+	return judge(ctx, opts, t, NewReference)
+}
+
+func judge(ctx context.Context, opts []kgo.Opt, t Topics, reference func(string, []*kgo.Record) *Reference) (*Report, error) {
 	timeout := t.Timeout
 	if timeout <= 0 {
 		timeout = verify.DefaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ref, err := ReadReference(ctx, opts, t.Input)
+	recs, err := readTopic(ctx, opts, t.Input, false)
 	if err != nil {
 		return nil, err
 	}
+	ref := reference(t.Input, recs)
 	results, err := readTopic(ctx, opts, t.Output, true)
 	if err != nil {
 		return nil, err
