@@ -289,6 +289,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("metrics: creating the admin client: %w", err)
 	}
 	defer cl.Close()
+	// The probe's reader keeps its client from one probe to the next.
+	probes := rangeread.NewReader(w.cfg.ClientOpts, rangeread.Options{FetchMaxBytes: 1 << 20})
+	defer probes.Close()
 	p := newPoller(kadm.NewClient(cl), w.r, w.log, w.cfg.HangingAfter)
 	w.mu.Lock()
 	w.poll = p
@@ -308,7 +311,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Warn("reading offsets for the lag metrics failed; keeping the last values", "err", err)
 			return
 		}
-		w.probe(pctx, p)
+		w.probe(pctx, p, probes)
 	})
 }
 
@@ -316,7 +319,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // while its group shows lag: it reads the lagging ranges to find whether
 // they hold any record, or only the transaction markers franz-go never
 // commits past (see rangeread.Readable). Ready uses the answer.
-func (w *Worker) probe(ctx context.Context, p *poller) {
+func (w *Worker) probe(ctx context.Context, p *poller, probes *rangeread.Reader) {
 	w.mu.Lock()
 	progress := w.started
 	for _, t := range []time.Time{w.lastCommit, w.assignedAt} {
@@ -332,7 +335,7 @@ func (w *Worker) probe(ctx context.Context, p *poller) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	got, err := rangeread.Readable(ctx, w.cfg.ClientOpts, ranges)
+	got, err := probes.Readable(ctx, ranges)
 	markersOnly := err == nil
 	for t, ps := range ranges {
 		for _, part := range ps {

@@ -6,8 +6,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/eosctl/eos/internal/rangeread"
 	"github.com/eosctl/eos/internal/txn"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -26,7 +26,7 @@ func (w *Worker) deadLetterSources(ctx context.Context, sess *txn.Session, dl *D
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout)
 	defer cancel()
 	if w.sources == nil {
-		w.sources = &sourceReader{opts: w.cfg.ClientOpts}
+		w.sources = newSourceReader(w.cfg.ClientOpts)
 	}
 	recs, err := w.sources.read(ctx, dl.Sources)
 	if err != nil {
@@ -47,126 +47,78 @@ func (w *Worker) deadLetterSources(ctx context.Context, sess *txn.Session, dl *D
 	return nil
 }
 
-// sourceReader reads input records back by their coordinates. Its client is
-// made on first use and kept until the worker stops: a burst of late
-// partials (a worker catching up on a backlog behind the others) would
-// otherwise pay a new connection for each. After any failed read it starts
-// over with a new client.
+// sourceReader reads input records back by their coordinates with a
+// rangeread.Reader, whose client is made on first use and kept until the
+// worker stops: a burst of late partials (a worker catching up on a
+// backlog behind the others) would otherwise pay a new connection for
+// each. After any failed read it starts over with a new client.
 type sourceReader struct {
-	opts []kgo.Opt
-	cl   *kgo.Client
+	r *rangeread.Reader
+}
+
+func newSourceReader(opts []kgo.Opt) *sourceReader {
+	return &sourceReader{r: rangeread.NewReader(opts, rangeread.Options{})}
 }
 
 func (r *sourceReader) close() {
-	if r != nil && r.cl != nil {
-		r.cl.Close()
-		r.cl = nil
+	if r != nil {
+		r.r.Close()
 	}
 }
 
 // read returns the records at srcs, in their order, read with
 // read_committed; nil for a source below its partition's log start. The
 // sources were consumed with read_committed before, so every other one is
-// there to be read.
+// there to be read: each partition is read from its first wanted offset
+// (or its log start) through its last.
 func (r *sourceReader) read(ctx context.Context, srcs []Source) ([]*kgo.Record, error) {
-	if r.cl == nil {
-		cl, err := kgo.NewClient(append(slices.Clip(r.opts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
-		if err != nil {
-			return nil, err
-		}
-		r.cl = cl
-	}
-	recs, err := r.fetch(ctx, srcs)
-	if err != nil {
-		r.close()
-	}
-	return recs, err
-}
-
-func (r *sourceReader) fetch(ctx context.Context, srcs []Source) ([]*kgo.Record, error) {
 	type tp struct {
 		topic     string
 		partition int32
 	}
-	last := map[tp]int64{}       // the highest offset wanted of each partition
 	at := map[tp]map[int64]int{} // offset -> index in srcs
+	var topics []string
 	for i, s := range srcs {
 		k := tp{s.Topic, s.Partition}
 		if at[k] == nil {
-			at[k], last[k] = map[int64]int{}, s.Offset
+			at[k] = map[int64]int{}
 		}
 		at[k][s.Offset] = i
-		last[k] = max(last[k], s.Offset)
-	}
-	cl := r.cl
-	var topics []string
-	for k := range at {
-		if !slices.Contains(topics, k.topic) {
-			topics = append(topics, k.topic)
+		if !slices.Contains(topics, s.Topic) {
+			topics = append(topics, s.Topic)
 		}
 	}
-	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, topics...)
+	adm, err := r.r.Admin()
+	if err != nil {
+		return nil, err
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
+		r.r.Close()
 		return nil, fmt.Errorf("listing the log start offsets of %v: %w", topics, err)
 	}
-	from := map[string]map[int32]kgo.Offset{}
+	ranges := rangeread.Ranges{}
 	for k, wanted := range at {
 		start := int64(0)
 		if o, ok := starts.Lookup(k.topic, k.partition); ok {
 			start = o.Offset
 		}
-		if last[k] < start {
-			delete(at, k) // all gone
-			continue
+		offsets := slices.Collect(maps.Keys(wanted))
+		if last := slices.Max(offsets); last >= start { // else all gone
+			ranges.Add(k.topic, k.partition, max(slices.Min(offsets), start), last+1)
 		}
-		lo := slices.Min(slices.Collect(maps.Keys(wanted)))
-		if from[k.topic] == nil {
-			from[k.topic] = map[int32]kgo.Offset{}
-		}
-		from[k.topic][k.partition] = kgo.NewOffset().At(max(lo, start))
 	}
 	recs := make([]*kgo.Record, len(srcs))
-	if len(at) == 0 {
-		return recs, nil
-	}
-	cl.AddConsumePartitions(from)
-	defer func() {
-		// Stop fetching them (and drop what was buffered): the next read
-		// starts where it needs to.
-		stop := map[string][]int32{}
-		for t, ps := range from {
-			for p := range ps {
-				stop[t] = append(stop[t], p)
-			}
+	err = r.r.Read(ctx, ranges, func(rec *kgo.Record) {
+		if i, ok := at[tp{rec.Topic, rec.Partition}][rec.Offset]; ok {
+			recs[i] = rec
 		}
-		cl.RemoveConsumePartitions(stop)
-	}()
-	for len(at) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("%d partitions not read to their last wanted offset: %w", len(at), err)
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("fetching %s[%d]: %w", t, p, err) })
-		if ferr != nil {
-			return nil, ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			k := tp{r.Topic, r.Partition}
-			wanted, ok := at[k]
-			if !ok {
-				return
-			}
-			if i, ok := wanted[r.Offset]; ok {
-				recs[i] = r
-			}
-			if r.Offset >= last[k] {
-				delete(at, k)
-			}
-		})
+	})
+	if err != nil {
+		return nil, err
 	}
 	return recs, nil
 }

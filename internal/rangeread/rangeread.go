@@ -103,54 +103,134 @@ func (e *ShortReadError) Unwrap() error { return e.Err }
 // order within each partition (partitions interleave arbitrarily). It
 // joins no group and commits nothing. A fetch error kgo does not retry is
 // returned as it is: for a judgment or a restore, a reset that re-reads
-// records is as wrong as a gap.
+// records is as wrong as a gap. A caller that reads again and again keeps
+// a Reader instead, which keeps its client.
 func Read(ctx context.Context, opts []kgo.Opt, ranges Ranges, o Options, fn func(*kgo.Record)) error {
+	r := NewReader(opts, o)
+	defer r.Close()
+	return r.Read(ctx, ranges, fn)
+}
+
+// Reader reads ranges as Read does, one read after another, with one
+// client made on first use and kept until Close: a caller that reads
+// often (a worker reading input records back to dead-letter them, a
+// worker's readiness probe) would otherwise pay a new client and
+// connection for each read. After a read that failed it starts over with
+// a new client. A Reader is for one goroutine at a time.
+type Reader struct {
+	opts []kgo.Opt
+	o    Options
+	cl   *kgo.Client
+}
+
+// NewReader returns a Reader that reaches the cluster with opts (which
+// must not configure consuming) and reads as o says.
+func NewReader(opts []kgo.Opt, o Options) *Reader {
+	return &Reader{opts: slices.Clip(opts), o: o}
+}
+
+// Close closes the reader's client, if it made one. A nil Reader is closed.
+func (r *Reader) Close() {
+	if r != nil && r.cl != nil {
+		r.cl.Close()
+		r.cl = nil
+	}
+}
+
+// client returns the reader's client, made on first use.
+func (r *Reader) client() (*kgo.Client, error) {
+	if r.cl != nil {
+		return r.cl, nil
+	}
+	isolation := kgo.ReadCommitted()
+	if r.o.Uncommitted {
+		isolation = kgo.ReadUncommitted()
+	}
+	copts := append(slices.Clip(r.opts),
+		kgo.FetchIsolationLevel(isolation),
+		kgo.KeepControlRecords(), // markers count towards the position
+	)
+	if r.o.FetchMaxPartitionBytes > 0 {
+		copts = append(copts, kgo.FetchMaxPartitionBytes(r.o.FetchMaxPartitionBytes))
+	}
+	if r.o.FetchMaxBytes > 0 {
+		copts = append(copts, kgo.FetchMaxBytes(r.o.FetchMaxBytes))
+	}
+	cl, err := kgo.NewClient(copts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating a reader: %w", err)
+	}
+	r.cl = cl
+	return cl, nil
+}
+
+// Admin returns an admin client on the reader's own client, for listing
+// the offsets a read needs without a second connection.
+func (r *Reader) Admin() (*kadm.Client, error) {
+	cl, err := r.client()
+	if err != nil {
+		return nil, err
+	}
+	return kadm.NewClient(cl), nil
+}
+
+// Read reads ranges as the function Read does, with the reader's client.
+func (r *Reader) Read(ctx context.Context, ranges Ranges, fn func(*kgo.Record)) error {
+	return r.read(ctx, ranges, func(rec *kgo.Record) bool { fn(rec); return false })
+}
+
+// read is the one bounded-read loop: it calls fn for each data record in
+// a range, and a partition is done when its position reaches its range's
+// end or fn returns true for one of its records.
+func (r *Reader) read(ctx context.Context, ranges Ranges, fn func(*kgo.Record) (done bool)) error {
 	type state struct{ pos, end int64 }
 	parts := map[string]map[int32]*state{}
 	consume := map[string]map[int32]kgo.Offset{}
 	remaining := 0
 	for t, ps := range ranges {
-		for _, r := range ps {
-			if r.End <= r.Start {
+		for _, pr := range ps {
+			if pr.End <= pr.Start {
 				continue
 			}
 			if parts[t] == nil {
 				parts[t], consume[t] = map[int32]*state{}, map[int32]kgo.Offset{}
 			}
-			parts[t][r.Partition] = &state{pos: r.Start, end: r.End}
-			consume[t][r.Partition] = kgo.NewOffset().At(r.Start)
+			parts[t][pr.Partition] = &state{pos: pr.Start, end: pr.End}
+			consume[t][pr.Partition] = kgo.NewOffset().At(pr.Start)
 			remaining++
 		}
 	}
 	if remaining == 0 {
 		return nil
 	}
-	isolation := kgo.ReadCommitted()
-	if o.Uncommitted {
-		isolation = kgo.ReadUncommitted()
-	}
-	copts := append(slices.Clip(opts),
-		kgo.ConsumePartitions(consume),
-		kgo.FetchIsolationLevel(isolation),
-		kgo.KeepControlRecords(), // markers count towards the position
-	)
-	if o.FetchMaxPartitionBytes > 0 {
-		copts = append(copts, kgo.FetchMaxPartitionBytes(o.FetchMaxPartitionBytes))
-	}
-	if o.FetchMaxBytes > 0 {
-		copts = append(copts, kgo.FetchMaxBytes(o.FetchMaxBytes))
-	}
-	cl, err := kgo.NewClient(copts...)
+	cl, err := r.client()
 	if err != nil {
-		return fmt.Errorf("creating a reader: %w", err)
+		return err
 	}
-	defer cl.Close()
+	cl.AddConsumePartitions(consume)
+	failed := true
+	defer func() {
+		if failed {
+			r.Close() // the next read starts over with a new client
+			return
+		}
+		// Stop fetching the ranges' partitions, drop what was buffered
+		// and lift the pauses: the next read starts where it needs to.
+		stop := map[string][]int32{}
+		for t, ps := range consume {
+			for p := range ps {
+				stop[t] = append(stop[t], p)
+			}
+		}
+		cl.RemoveConsumePartitions(stop)
+		cl.ResumeFetchPartitions(stop)
+	}()
 
 	var read int64
 	for remaining > 0 {
 		var fs kgo.Fetches
-		if o.Batch > 0 {
-			fs = cl.PollRecords(ctx, o.Batch)
+		if r.o.Batch > 0 {
+			fs = cl.PollRecords(ctx, r.o.Batch)
 		} else {
 			fs = cl.PollFetches(ctx)
 		}
@@ -183,17 +263,18 @@ func Read(ctx context.Context, opts []kgo.Opt, ranges Ranges, o Options, fn func
 				return // buffered before the partition was paused
 			}
 			from := s.pos
-			for _, r := range fp.Records {
-				if r.Offset < s.pos {
+			for _, rec := range fp.Records {
+				if rec.Offset < s.pos {
 					continue
 				}
-				if r.Offset >= s.end {
+				if rec.Offset >= s.end {
 					s.pos = s.end
 					break
 				}
-				s.pos = r.Offset + 1
-				if !r.Attrs.IsControl() {
-					fn(r)
+				s.pos = rec.Offset + 1
+				if !rec.Attrs.IsControl() && fn(rec) {
+					s.pos = s.end
+					break
 				}
 			}
 			read += s.pos - from
@@ -202,10 +283,11 @@ func Read(ctx context.Context, opts []kgo.Opt, ranges Ranges, o Options, fn func
 				cl.PauseFetchPartitions(map[string][]int32{fp.Topic: {fp.Partition}})
 			}
 		})
-		if o.AfterPoll != nil {
-			o.AfterPoll(read)
+		if r.o.AfterPoll != nil {
+			r.o.AfterPoll(read)
 		}
 	}
+	failed = false
 	return nil
 }
 

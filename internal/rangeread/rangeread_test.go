@@ -123,3 +123,52 @@ func TestReadableSeesThroughMarkersAndAbortedRecords(t *testing.T) {
 		}
 	}
 }
+
+// One Reader reads range after range with the same client, each exactly,
+// whatever it read before (forwards, backwards, a Readable between), and
+// after a read that stopped short it starts over with a new client that
+// reads as well.
+func TestReaderKeepsItsClientAcrossReadsAndReadsEachRangeExactly(t *testing.T) {
+	ctx, opts := layout(t)
+	r := NewReader(opts, Options{})
+	defer r.Close()
+	read := func(ctx context.Context, pr PartitionRange) (string, error) {
+		var got []string
+		err := r.Read(ctx, Ranges{"t": {pr}}, func(rec *kgo.Record) { got = append(got, string(rec.Value)) })
+		return fmt.Sprint(got), err
+	}
+	var first *kgo.Client
+	for i, c := range []struct {
+		pr   PartitionRange
+		want string
+	}{
+		{PartitionRange{0, 7, 10}, "[d e]"},
+		{PartitionRange{0, 0, 3}, "[a b c]"}, // backwards, after a read further on
+		{PartitionRange{0, 1, 9}, "[b c d e]"},
+		{PartitionRange{0, 8, 9}, "[e]"},
+	} {
+		got, err := read(ctx, c.pr)
+		if err != nil || got != c.want {
+			t.Fatalf("read %d %+v = %s, %v; want %s", i, c.pr, got, err, c.want)
+		}
+		if i == 0 {
+			first = r.cl
+		} else if r.cl != first {
+			t.Fatalf("read %d made a new client after reads that succeeded", i)
+		}
+		if got, err := r.Readable(ctx, Ranges{"t": {{0, 3, 7}}}); err != nil || got["t"][0] {
+			t.Fatalf("Readable of markers and aborted records between reads = %v, %v; want false", got, err)
+		}
+	}
+	short, stop := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer stop()
+	if _, err := read(short, PartitionRange{0, 7, 12}); !errors.As(err, new(*ShortReadError)) {
+		t.Fatalf("reading into the open transaction: %v, want a ShortReadError", err)
+	}
+	if r.cl != nil {
+		t.Fatal("the reader kept its client after a read that failed")
+	}
+	if got, err := read(ctx, PartitionRange{0, 0, 10}); err != nil || got != "[a b c d e]" {
+		t.Fatalf("after the failed read: %s, %v; want [a b c d e]", got, err)
+	}
+}

@@ -2,7 +2,7 @@ package rangeread
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -17,59 +17,47 @@ import (
 // or so (the last commit marker) short of the LSO, with a lag of 1 and
 // nothing to read; Readable tells that apart from a record waiting.
 //
-// It reads the ranges with its own client (opts must reach the cluster and
-// must not configure consuming), keeping control records so it can see
-// through a range that holds only markers. A partition it could not decide
-// before ctx ended is left out of the result.
+// It reads the ranges with a Reader of its own (opts must reach the
+// cluster and must not configure consuming), which counts markers towards
+// the position, so a range that holds only markers is read through. A
+// partition it could not decide before ctx ended is left out of the result.
 func Readable(ctx context.Context, opts []kgo.Opt, ranges Ranges) (map[string]map[int32]bool, error) {
-	out := map[string]map[int32]bool{}
-	start := map[string]map[int32]kgo.Offset{}
-	left := 0
-	end := map[string]map[int32]int64{}
-	for t, ps := range ranges {
-		for _, r := range ps {
-			if out[t] == nil {
-				out[t], start[t], end[t] = map[int32]bool{}, map[int32]kgo.Offset{}, map[int32]int64{}
+	r := NewReader(opts, Options{FetchMaxBytes: 1 << 20})
+	defer r.Close()
+	return r.Readable(ctx, ranges)
+}
+
+// Readable is the function Readable with the reader's client.
+func (r *Reader) Readable(ctx context.Context, ranges Ranges) (map[string]map[int32]bool, error) {
+	seen := map[string]map[int32]bool{}
+	err := r.read(ctx, ranges, func(rec *kgo.Record) bool {
+		if seen[rec.Topic] == nil {
+			seen[rec.Topic] = map[int32]bool{}
+		}
+		seen[rec.Topic][rec.Partition] = true
+		return true // one data record decides the partition
+	})
+	var short *ShortReadError
+	if err != nil && !errors.As(err, &short) {
+		return nil, err
+	}
+	undecided := map[string]map[int32]bool{}
+	if short != nil {
+		for _, p := range short.Partitions {
+			if undecided[p.Topic] == nil {
+				undecided[p.Topic] = map[int32]bool{}
 			}
-			if r.End <= r.Start {
-				out[t][r.Partition] = false
-				continue
-			}
-			start[t][r.Partition] = kgo.NewOffset().At(r.Start)
-			end[t][r.Partition] = r.End
-			left++
+			undecided[p.Topic][p.Partition] = true
 		}
 	}
-	if left == 0 {
-		return out, nil
-	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
-		kgo.ConsumePartitions(start), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(1<<20), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
-	if err != nil {
-		return nil, fmt.Errorf("creating a reader: %w", err)
-	}
-	defer cl.Close()
-	for left > 0 && ctx.Err() == nil {
-		fs := cl.PollFetches(ctx)
-		fs.EachRecord(func(rec *kgo.Record) {
-			e, ok := end[rec.Topic][rec.Partition]
-			if _, decided := out[rec.Topic][rec.Partition]; !ok || decided {
-				return
+	out := map[string]map[int32]bool{}
+	for t, ps := range ranges {
+		out[t] = map[int32]bool{}
+		for _, p := range ps {
+			if !undecided[t][p.Partition] {
+				out[t][p.Partition] = seen[t][p.Partition]
 			}
-			switch {
-			case rec.Offset >= e:
-				out[rec.Topic][rec.Partition] = false // read through: markers only
-			case !rec.Attrs.IsControl():
-				out[rec.Topic][rec.Partition] = true
-			case rec.Offset == e-1:
-				out[rec.Topic][rec.Partition] = false
-			default:
-				return
-			}
-			left--
-			cl.PauseFetchPartitions(map[string][]int32{rec.Topic: {rec.Partition}})
-		})
+		}
 	}
 	return out, nil
 }
