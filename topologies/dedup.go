@@ -1,10 +1,12 @@
 package topologies
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/pipeline"
@@ -53,7 +55,10 @@ type Dedup struct {
 	repartition bool
 	gate        *Gate
 	env         *env
-	needJSON    bool // a key or time expression reads the value
+	needEnv     bool // a key or time expression needs the value decoded
+	// fieldKey is set when the key is a field of the value as it is
+	// (key: FIELD): it is read from the raw JSON without decoding it.
+	fieldKey string
 
 	// Counts of the open transaction, and of what was flushed for the
 	// commit under way; promoted to stats when it commits (OnEvent).
@@ -157,7 +162,10 @@ func parseDedup(d *doc) (*Dedup, error) {
 		return nil, d.errAt(d.root, "store", "%v", err)
 	}
 	t.env = newEnv(t.keyExpr, t.time)
-	t.needJSON = t.keyExpr != nil || t.time != nil
+	if t.keyExpr != nil && t.keyExpr.ident != "" {
+		t.fieldKey = t.keyExpr.ident
+	}
+	t.needEnv = t.time != nil || (t.keyExpr != nil && t.fieldKey == "")
 	return t, nil
 }
 
@@ -233,16 +241,16 @@ func (t *Dedup) Process(_ context.Context, in *pipeline.Record, out pipeline.Emi
 		return t.stageOne(in, out)
 	}
 	origKey := in.Key
-	var key string
+	var key []byte
 	if in.Repartitioned {
-		key, origKey = string(in.Key), nil
+		key, origKey = in.Key, nil
 		for _, h := range in.Headers {
 			if h.Key == origKeyHeader {
 				origKey = h.Value
 			}
 		}
 	}
-	if t.needJSON {
+	if t.needEnv {
 		if err := t.env.load(in); err != nil {
 			return err
 		}
@@ -253,11 +261,11 @@ func (t *Dedup) Process(_ context.Context, in *pipeline.Record, out pipeline.Emi
 			return err
 		}
 	}
-	at, err := t.at(in)
+	ms, err := t.at(in)
 	if err != nil {
 		return err
 	}
-	pass, err := t.gate.Admit(in, key, at)
+	pass, err := t.gate.admit(in, key, ms)
 	if err != nil {
 		return err
 	}
@@ -282,7 +290,7 @@ func (t *Dedup) Process(_ context.Context, in *pipeline.Record, out pipeline.Emi
 // topic, keeping its original key in a header. A record without a key is
 // dead-lettered here, naming the input record.
 func (t *Dedup) stageOne(in *pipeline.Record, out pipeline.Emitter) error {
-	if t.keyExpr != nil {
+	if t.keyExpr != nil && t.needEnv {
 		if err := t.env.load(in); err != nil {
 			return err
 		}
@@ -295,49 +303,89 @@ func (t *Dedup) stageOne(in *pipeline.Record, out pipeline.Emitter) error {
 	if in.Key != nil {
 		hs = append(hs, kgo.RecordHeader{Key: origKeyHeader, Value: in.Key})
 	}
-	out.Emit(pipeline.Output{To: t.gate.Store(), Key: []byte(key), Value: in.Value, Headers: hs, Timestamp: in.Timestamp})
+	out.Emit(pipeline.Output{To: t.gate.Store(), Key: bytes.Clone(key), Value: in.Value, Headers: hs, Timestamp: in.Timestamp})
 	return nil
 }
 
-// key computes the record's dedup key.
-func (t *Dedup) key(in *pipeline.Record) (string, error) {
+// key computes the record's dedup key. The bytes may alias the record or
+// a buffer of t's: they are valid until the next call.
+func (t *Dedup) key(in *pipeline.Record) ([]byte, error) {
 	if t.keyHeader != "" {
 		for i := len(in.Headers) - 1; i >= 0; i-- {
 			if h := in.Headers[i]; h.Key == t.keyHeader {
 				if len(h.Value) == 0 {
-					return "", pipeline.DeadLetter("dedup-key", fmt.Errorf("header %s is empty", t.keyHeader))
+					return nil, pipeline.DeadLetter("dedup-key", fmt.Errorf("header %s is empty", t.keyHeader))
 				}
-				return string(h.Value), nil
+				return h.Value, nil
 			}
 		}
-		return "", pipeline.DeadLetter("dedup-key", fmt.Errorf("header %s is missing", t.keyHeader))
+		return nil, pipeline.DeadLetter("dedup-key", fmt.Errorf("header %s is missing", t.keyHeader))
 	}
-	v, err := t.keyExpr.eval(t.env.m)
-	if err != nil {
-		return "", err
+	var v any
+	if t.fieldKey != "" {
+		if k, ok, err := t.rawFieldKey(in); ok || err != nil {
+			return k, err
+		}
+		raw, _ := t.env.obj.get(t.fieldKey)
+		var err error
+		if v, err = decodeJSON(raw); err != nil {
+			return nil, pipeline.DeadLetter("malformed-json", fmt.Errorf("field %q: %w", t.fieldKey, err))
+		}
+	} else {
+		var err error
+		if v, err = t.keyExpr.eval(t.env.m); err != nil {
+			return nil, err
+		}
 	}
 	k, err := keyBytes(v)
 	if err != nil || len(k) == 0 {
-		return "", pipeline.DeadLetter("dedup-key", fmt.Errorf("%s: key gave %v, want a non-empty string or a number", t.keyExpr.where, v))
+		return nil, pipeline.DeadLetter("dedup-key", fmt.Errorf("%s: key gave %v, want a non-empty string or a number", t.keyExpr.where, v))
 	}
-	return string(k), nil
+	return k, nil
 }
 
-// at is the record's time on the configured clock.
-func (t *Dedup) at(in *pipeline.Record) (time.Time, error) {
+// rawFieldKey reads key: FIELD from the raw JSON of the value, as the
+// expression would give it, without decoding the value: a string without
+// escapes is its bytes, an integer its digits (keyBytes's text for them).
+// It reports false, with no error, for any other value of the field, which
+// key then decodes.
+func (t *Dedup) rawFieldKey(in *pipeline.Record) ([]byte, bool, error) {
+	if !t.needEnv { // else env.load parsed it
+		if err := t.env.obj.parse(in.Value); err != nil {
+			return nil, false, pipeline.DeadLetter("malformed-json", err)
+		}
+	}
+	raw, ok := t.env.obj.get(t.fieldKey)
+	if !ok {
+		return nil, false, pipeline.DeadLetter("missing-field", fmt.Errorf("field %q is missing (for a field that may be absent write $env.%s ?? DEFAULT, e.g. $env.%s ?? 0)", t.fieldKey, t.fieldKey, t.fieldKey))
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		body := raw[1 : len(raw)-1]
+		if len(body) > 0 && bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+			return body, true, nil
+		}
+	case '0' <= c && c <= '9' && len(raw) <= 18 && bytes.IndexAny(raw, ".eE") < 0:
+		return raw, true, nil
+	}
+	return nil, false, nil
+}
+
+// at is the record's time on the configured clock, in Unix ms.
+func (t *Dedup) at(in *pipeline.Record) (int64, error) {
 	switch {
 	case t.processing:
-		return time.Now(), nil
+		return time.Now().UnixMilli(), nil
 	case t.time == nil:
-		return in.Timestamp, nil
+		return in.Timestamp.UnixMilli(), nil
 	}
-	ms, err := evalEventTime(t.time, t.env)
-	return time.UnixMilli(ms), err
+	return evalEventTime(t.time, t.env)
 }
 
-// Flush implements pipeline.Flusher: it emits nothing, and sets aside the
-// counts of the transaction about to commit (OnEvent promotes them).
+// Flush implements pipeline.Flusher: it emits nothing, has the Gate write
+// the transaction's keys to its store, and sets aside the counts of the transaction about to commit (OnEvent promotes them).
 func (t *Dedup) Flush(context.Context, pipeline.Emitter) error {
+	t.gate.Flush()
 	t.flushed = t.open
 	t.open = dedupCounts{}
 	t.flushedHeld = int64(t.gate.Held())

@@ -11,8 +11,9 @@ import (
 
 // orderOnce is a custom processor that passes each order once by the
 // order-id header its producer sets, with a Gate: it declares the Gate's
-// store, admits each record's id in Process, and lets the Gate rebuild
-// after an aborted transaction from its Flusher's Discard.
+// store, admits each record's id in Process, has the Gate write
+// them at each commit from its Flusher's Flush, and lets the Gate rebuild
+// after an aborted transaction from its Discard.
 type orderOnce struct{ gate *topologies.Gate }
 
 func (o *orderOnce) Declare() pipeline.Declaration {
@@ -34,7 +35,10 @@ func (o *orderOnce) Process(_ context.Context, in *pipeline.Record, out pipeline
 	return nil
 }
 
-func (o *orderOnce) Flush(context.Context, pipeline.Emitter) error { return nil }
+// Flush has the Gate write the transaction's ids to its store, which the
+// worker changelogs in the transaction; Discard has it rebuild from the
+// rolled-back store.
+func (o *orderOnce) Flush(context.Context, pipeline.Emitter) error { o.gate.Flush(); return nil }
 func (o *orderOnce) Discard()                                      { o.gate.Discard() }
 
 // A Gate in a custom Transform: each order id passes once per 24 hours of

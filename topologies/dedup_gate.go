@@ -1,10 +1,12 @@
 package topologies
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"time"
@@ -19,59 +21,78 @@ import (
 // The dedup topology is a Gate behind a YAML configuration; a custom
 // Transform uses one directly (see ExampleGate).
 //
-// The keys seen live in a keyed store of the Transform (it declares the
-// store, Gate.Store, in its pipeline.Declaration), so they are changelogged
-// in the same transaction as the Transform's output and restored on every
+// The keys seen are changelogged through a keyed store of the Transform
+// (it declares the store, Gate.Store, in its pipeline.Declaration), in the
+// same transaction as the Transform's output, and restored on every
 // assignment: a record that passed in a committed transaction is never
 // passed again, whatever crashes in between, and a record of an aborted
 // transaction is judged again, from the same state, when it is processed
-// again.
+// again. Membership is exact: every key is compared byte for byte.
+//
+// Memory and changelog. The keys are not one store entry each: the Gate
+// keeps them in a compact table of its own (a pointer-free hash index over
+// byte batches of keys with their expiries, about 30 to 40 bytes a key of
+// ten bytes), and writes each transaction's new keys to the store as a few
+// batch entries (up to 256 KiB each) when Flush runs, so the changelog
+// gets a record per batch, not per key. A restore reads the batches back
+// and indexes their keys.
 //
 // Retention. Each partition has a clock: the largest time Admit was given
 // for it (with event time, the partition's stream time; with processing
 // time, the wall clock). A key that passes is held until that clock has
-// moved retention past the moment it passed; then it is forgotten (deleted
-// from the store, so its changelog gets a tombstone and compaction drops
-// it) and a later record with that key passes again. Held keys are kept in
-// a queue ordered by expiry, so forgetting costs O(1) per expired key, not
-// a scan of the store; memory and changelog size are bounded by the keys
-// that passed within one retention.
+// moved retention past the moment it passed; then it is forgotten and a
+// later record with that key passes again. A batch is deleted from the
+// store (so its changelog gets a tombstone and compaction drops it) once
+// all its keys are forgotten; a batch spans at most a 64th of the
+// retention, so memory and changelog size are bounded by the keys that
+// passed within 65/64 of one retention.
 //
 // What can go wrong. Membership is per partition: two records with one key
 // in different partitions are both let through, so the records of one key
 // must reach one partition (key the input by it, or repartition by it as
 // the dedup topology's repartition: true does). A Transform using a Gate
-// must call Discard from its pipeline.Flusher's Discard, which the worker
-// calls whenever a transaction will not commit: the store is rolled back
-// then, and the Gate rebuilds its expiry queue from the store. Call Admit
-// last for a record, after whatever may dead-letter it: a dead letter rolls
-// back the record's changes to the store, and a key Admit expired for it
-// would come back with no place in the queue (held until the next Discard
-// or restore instead of expiring).
+// must call Flush from its pipeline.Flusher's Flush (without it the keys
+// of a transaction are never changelogged, and a restore forgets them) and
+// Discard from its Discard, which the worker calls whenever a transaction
+// will not commit: the store is rolled back then, and the Gate rebuilds its
+// table from the store. Call Admit last for a record, after whatever may
+// dead-letter it: a dead letter rolls back the record's changes to the
+// store, but not the Gate's table, so a key admitted for a dead-lettered
+// record would be held (and changelogged) without its record having
+// passed. A partition revoked from the worker keeps its table in memory
+// until the Gate sees a record of that partition again.
 type Gate struct {
 	store     string
 	retention int64 // ms
+	slack     int64 // ms of expiry one batch may span
+	seed      maphash.Seed
 	parts     map[int32]*gatePart
+	last      *gatePart   // the part of the previous Admit
+	touched   []*gatePart // parts admitted to in the open transaction
 }
 
 // gatePart is a Gate's view of one partition of its store.
 type gatePart struct {
-	st         *pipeline.Store // the store the queue was built from
+	partition  int32
+	st         *pipeline.Store // the store the table was built from
 	streamTime int64           // ms; math.MinInt64 before the first record
-	queue      []gateEntry     // held keys by expiry, oldest first, from head
+	clockMoved bool            // since the last Flush
+	tab        *keyTable
+	open       uint32   // the batch new keys go to, if pending is not empty
+	pending    []uint32 // batches of the open transaction, oldest first
+	queue      []uint32 // written batches by expiry, oldest first, from head
 	head       int
-	held       int  // keys in the store (without the clock's own key)
-	stale      bool // discarded: rebuilt from st when next used
+	seq        uint64 // sequence number of the next batch written
+	touched    bool   // in Gate.touched
+	stale      bool   // discarded: rebuilt from st when next used
 }
 
-type gateEntry struct {
-	expiry int64 // ms
-	key    string
-}
-
-// clockKey is the store key of a partition's clock. No record key can be
-// empty (Admit refuses one), so it cannot collide with a held key.
-const clockKey = ""
+// clockKey is the store key of a partition's clock; batches are stored
+// under batchPrefix and an 8-byte sequence number.
+const (
+	clockKey    = ""
+	batchPrefix = 'b'
+)
 
 // NewGate returns a Gate keeping its keys in the store named store and
 // forgetting each retention after it passed. Errors are *eos.ConfigError.
@@ -82,7 +103,8 @@ func NewGate(store string, retention time.Duration) (*Gate, error) {
 	if retention < time.Millisecond {
 		return nil, eos.BadConfig("topologies.Gate.retention", "want at least 1ms, got %s", retention)
 	}
-	return &Gate{store: store, retention: retention.Milliseconds(), parts: map[int32]*gatePart{}}, nil
+	r := retention.Milliseconds()
+	return &Gate{store: store, retention: r, slack: max(r/64, 1), seed: maphash.MakeSeed(), parts: map[int32]*gatePart{}}, nil
 }
 
 // Store is the name of the store the Gate keeps its keys in; declare it in
@@ -100,102 +122,174 @@ var ErrEmptyKey = errors.New("the de-duplication key is empty")
 // pipeline.DeadLetter ("dedup-key") wrapping ErrEmptyKey: return it from
 // Process. Call Admit only from Process, on the worker's goroutine.
 func (g *Gate) Admit(in *pipeline.Record, key string, at time.Time) (bool, error) {
-	if key == "" {
+	return g.admit(in, []byte(key), at.UnixMilli())
+}
+
+// admit is Admit with the key as bytes (not kept) and the time in Unix ms.
+func (g *Gate) admit(in *pipeline.Record, key []byte, ts int64) (bool, error) {
+	if len(key) == 0 {
 		return false, pipeline.DeadLetter("dedup-key", ErrEmptyKey)
 	}
+	p := g.last
+	if p == nil || p.partition != in.Partition || p.stale {
+		p = nil
+	}
 	st := in.Store(g.store)
-	p := g.part(in.Partition, st)
-	if ts := at.UnixMilli(); ts > p.streamTime {
-		p.streamTime = ts
-		st.Put(clockKey, binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(ts)))
+	if p == nil || p.st != st {
+		var err error
+		if p, err = g.part(in.Partition, st); err != nil {
+			return false, err
+		}
+		g.last = p
+	}
+	if ts > p.streamTime {
+		p.streamTime, p.clockMoved = ts, true
 		p.expire()
 	}
-	if _, seen := st.Get(key); seen {
+	h := p.tab.hash(key)
+	if e, ok := p.tab.lookup(key, h); ok && e > p.streamTime {
 		return false, nil
 	}
 	expiry := p.streamTime + g.retention
 	if p.streamTime > math.MaxInt64-g.retention {
 		expiry = math.MaxInt64
 	}
-	st.Put(key, binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(expiry)))
-	p.queue = append(p.queue, gateEntry{expiry, key})
-	p.held++
+	if len(p.pending) == 0 || !p.tab.fits(p.open, len(key), expiry) || expiry-p.tab.batches[p.open].base > g.slack {
+		b, err := p.tab.newBatch(expiry)
+		if err != nil {
+			return false, err
+		}
+		p.open, p.pending = b, append(p.pending, b)
+	}
+	p.tab.add(p.open, key, h, expiry)
+	if !p.touched {
+		p.touched = true
+		g.touched = append(g.touched, p)
+	}
 	return true, nil
+}
+
+// Flush writes the keys admitted in the open transaction, and each
+// partition's clock, to the store, where the worker changelogs them in the
+// transaction about to commit. Call it from the Transform's
+// pipeline.Flusher Flush, on the worker's goroutine.
+func (g *Gate) Flush() {
+	for _, p := range g.touched {
+		p.touched = false
+		if p.stale {
+			continue // discarded since: the store is the truth
+		}
+		if p.clockMoved {
+			p.st.Put(clockKey, binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(p.streamTime)))
+			p.clockMoved = false
+		}
+		for _, b := range p.pending {
+			bt := &p.tab.batches[b]
+			if bt.maxExp <= p.streamTime {
+				p.tab.drop(b) // forgotten before it was written
+				continue
+			}
+			if cap(bt.data)-len(bt.data) > len(bt.data)/8 {
+				bt.data = bytes.Clone(bt.data) // the store keeps it: no slack
+			}
+			bt.name = batchName(p.seq)
+			p.seq++
+			p.st.Put(bt.name, bt.data)
+			p.queue = append(p.queue, b)
+		}
+		p.pending = p.pending[:0]
+	}
+	clear(g.touched)
+	g.touched = g.touched[:0]
+}
+
+// batchName is the store key of the batch with sequence number seq.
+func batchName(seq uint64) string {
+	return string(binary.BigEndian.AppendUint64([]byte{batchPrefix}, seq))
 }
 
 // Held returns the number of keys the Gate holds across the partitions it
 // has seen records of. Call it on the worker's goroutine (from Process or
 // Flush). A partition revoked from the worker still counts until the Gate
-// sees a record of it again (and so a new store).
+// sees a record of it again (and so a new store). A key whose retention
+// ended counts until its batch is forgotten: at most a 64th of the
+// retention later.
 func (g *Gate) Held() int {
 	n := 0
-	for _, p := range g.parts {
+	for i, p := range g.parts {
 		if p.stale {
 			// Rolled back since: the store is the truth.
-			_, clock := p.st.Get(clockKey)
-			n += p.st.Len()
-			if clock {
-				n--
+			var err error
+			if p, err = g.part(i, p.st); err != nil {
+				continue
 			}
-			continue
 		}
-		n += p.held
+		n += p.tab.live
 	}
 	return n
 }
 
-// Discard forgets the Gate's expiry queues: the store was rolled back (a
-// transaction aborted) or replaced (a restore), and each partition's queue
+// Discard forgets the Gate's tables: the store was rolled back (a
+// transaction aborted) or replaced (a restore), and each partition's table
 // is rebuilt from its store when Admit next sees it. Call it from the
 // Transform's pipeline.Flusher Discard.
 func (g *Gate) Discard() {
 	for _, p := range g.parts {
 		p.stale = true
 	}
+	for _, p := range g.touched {
+		p.touched = false
+	}
+	clear(g.touched)
+	g.touched = g.touched[:0]
+	g.last = nil
 }
 
 // part returns the Gate's view of partition p, rebuilt from st if it was
 // built from another store (a restore after an assignment) or discarded.
-func (g *Gate) part(p int32, st *pipeline.Store) *gatePart {
+func (g *Gate) part(p int32, st *pipeline.Store) (*gatePart, error) {
 	if gp := g.parts[p]; gp != nil && gp.st == st && !gp.stale {
-		return gp
+		return gp, nil
 	}
-	gp := &gatePart{st: st, streamTime: math.MinInt64}
+	gp := &gatePart{partition: p, st: st, streamTime: math.MinInt64, tab: newKeyTable(g.seed)}
+	var err error
 	st.Range(func(k string, v []byte) bool {
-		if len(v) != 8 {
-			return true // not the Gate's; left alone
+		switch {
+		case k == clockKey && len(v) == 8:
+			gp.streamTime = int64(binary.BigEndian.Uint64(v))
+		case len(k) == 9 && k[0] == batchPrefix:
+			var b uint32
+			var ok bool
+			if b, ok, err = gp.tab.load(k, v); err != nil {
+				return false
+			} else if ok {
+				gp.queue = append(gp.queue, b)
+				gp.seq = max(gp.seq, binary.BigEndian.Uint64([]byte(k[1:]))+1)
+			}
 		}
-		t := int64(binary.BigEndian.Uint64(v))
-		if k == clockKey {
-			gp.streamTime = t
-			return true
-		}
-		gp.queue = append(gp.queue, gateEntry{t, k})
-		return true
+		return true // anything else is not the Gate's; left alone
 	})
-	slices.SortFunc(gp.queue, func(a, b gateEntry) int { return cmp.Compare(a.expiry, b.expiry) })
-	gp.held = len(gp.queue)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(gp.queue, func(a, b uint32) int { return cmp.Compare(gp.tab.batches[a].maxExp, gp.tab.batches[b].maxExp) })
 	g.parts[p] = gp
-	return gp
+	return gp, nil
 }
 
-// expire forgets every key whose expiry the partition's clock has reached.
-// A queue entry whose key is gone or holds another expiry (rolled back and
-// admitted again) is skipped: the store is the truth.
+// expire forgets every written batch whose keys have all expired by the
+// partition's clock, and deletes it from the store.
 func (p *gatePart) expire() {
-	for p.head < len(p.queue) && p.queue[p.head].expiry <= p.streamTime {
-		e := p.queue[p.head]
-		p.queue[p.head] = gateEntry{}
+	for p.head < len(p.queue) && p.tab.batches[p.queue[p.head]].maxExp <= p.streamTime {
+		b := p.queue[p.head]
+		p.queue[p.head] = 0
 		p.head++
-		if v, ok := p.st.Get(e.key); ok && len(v) == 8 && int64(binary.BigEndian.Uint64(v)) == e.expiry {
-			p.st.Delete(e.key)
-			p.held--
-		}
+		p.st.Delete(p.tab.batches[b].name)
+		p.tab.drop(b)
 	}
 	// Reclaim the consumed front once it is most of the slice.
 	if p.head > 1024 && p.head*2 > len(p.queue) {
 		n := copy(p.queue, p.queue[p.head:])
-		clear(p.queue[n:])
 		p.queue, p.head = p.queue[:n], 0
 	}
 }

@@ -1,7 +1,10 @@
 package topologies
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -324,25 +327,55 @@ func TestDedupForgetsKeysAfterRetentionWithTombstones(t *testing.T) {
 	if len(pass) != 1500 {
 		t.Fatalf("the reference passes %d records, want 1500: the test does not test expiry", len(pass))
 	}
-	// The changelog as compaction leaves it: the last record of each key.
-	// Only the keys that passed within the retention of their partition's
-	// last clock are live; every other id's last record is a tombstone.
-	last := map[string][]byte{}
+	// The changelog as compaction leaves it: the last record of each key
+	// (batches of ids, and each partition's clock).
+	type pk struct {
+		p int32
+		k string
+	}
+	last := map[pk][]byte{}
 	for _, r := range e.read(app + "-seen-changelog") {
-		if len(r.Key) > 0 { // not the clock
-			last[string(r.Key)] = r.Value
+		last[pk{r.Partition, string(r.Key)}] = r.Value
+	}
+	final := map[int32]int64{} // each partition's clock, from the changelog
+	for k, v := range last {
+		if k.k == clockKey {
+			final[k.p] = int64(binary.BigEndian.Uint64(v))
 		}
 	}
+	// Held: the ids of live batches whose entry has not expired by its
+	// partition's clock. Every live batch must hold one such id (a batch
+	// whose ids all expired gets a tombstone).
+	held := map[string]bool{}
 	live, dead := 0, 0
-	for _, v := range last {
-		if v == nil {
+	for k, v := range last {
+		switch {
+		case k.k == clockKey:
+		case v == nil:
 			dead++
-		} else {
+		default:
 			live++
+			tab := newKeyTable(maphash.MakeSeed())
+			b, ok, err := tab.load(k.k, v)
+			if !ok || err != nil {
+				t.Fatalf("changelog record %q of partition %d is not a batch of ids: %v", k.k, k.p, err)
+			}
+			some := false
+			bt := &tab.batches[b]
+			for off := batchHeader; off < len(bt.data); {
+				id, exp, next := bt.entry(off)
+				if exp > final[k.p] {
+					held[string(id)], some = true, true
+				}
+				off = next
+			}
+			if !some {
+				t.Fatalf("changelog batch %q of partition %d is live with every id expired by the clock %d", k.k, k.p, final[k.p])
+			}
 		}
 	}
 	// Live: the ids whose last pass is within the retention of their
-	// partition's final clock.
+	// partition's last clock.
 	clock, lastPass := map[int32]int64{}, map[string]int{}
 	for i, r := range rs {
 		clock[r.Partition] = max(clock[r.Partition], evs[i].ts)
@@ -350,14 +383,19 @@ func TestDedupForgetsKeysAfterRetentionWithTombstones(t *testing.T) {
 			lastPass[evs[i].id] = i
 		}
 	}
-	wantLive := 0
-	for _, i := range lastPass {
+	want := map[string]bool{}
+	for id, i := range lastPass {
 		if evs[i].ts+retention > clock[rs[i].Partition] {
-			wantLive++
+			want[id] = true
 		}
 	}
-	if len(last) != 200 || live != wantLive || dead != 200-wantLive || wantLive == 0 || wantLive > 100 {
-		t.Fatalf("compacted changelog: %d keys, %d live, %d tombstones; want 200 ids, %d live", len(last), live, dead, wantLive)
+	if !maps.Equal(held, want) || len(want) == 0 || len(want) > 100 || dead == 0 {
+		t.Fatalf("compacted changelog: %d live batches holding %d ids, %d tombstones; want the %d ids passed within the retention, and tombstones", live, len(held), dead, len(want))
+	}
+	for p, c := range clock {
+		if final[p] != c {
+			t.Fatalf("partition %d: changelog clock %d, want %d", p, final[p], c)
+		}
 	}
 }
 

@@ -1,0 +1,268 @@
+package topologies
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"math"
+)
+
+// keyTable is the set of keys one partition of a Gate holds, each with its
+// expiry: an exact membership index built to hold tens of millions of keys
+// in little memory, without giving the garbage collector anything to scan.
+//
+// The keys live in batches: byte slices of an 8-byte base expiry (Unix ms)
+// then entries (uvarint key length, key, 4-byte expiry as milliseconds
+// after the base), appended in
+// the order the keys passed. A batch is also the unit of the changelog: the
+// Gate writes each one as a single store value (key 'b' + sequence
+// number) when its transaction commits, and deletes it (a tombstone) once
+// every key in it has expired. So the changelog gets one record per batch
+// instead of one per key, and restore reads the batches back as they are.
+//
+// The index is open addressing with linear probing over a []uint64: each
+// slot holds 16 bits of the key's hash (a fingerprint, to skip most
+// comparisons with other keys), a batch number and the entry's offset in
+// the batch. The slots and the batches' bytes hold no pointers; the
+// batches' slice headers, a few thousand at most, are the only things the
+// collector looks at.
+type keyTable struct {
+	seed    maphash.Seed
+	weak    uint64 // all ones; tests keep a few bits to make keys collide
+	slots   []uint64
+	live    int // slots holding an entry
+	used    int // live + deleted markers
+	batches []keyBatch
+	free    []uint32 // batch numbers to reuse
+}
+
+// keyBatch is one batch of entries.
+type keyBatch struct {
+	data   []byte // the base, then the entries (batchHeader bytes in)
+	base   int64  // expiry of entries is base + their 4-byte delta, ms
+	maxExp int64  // the latest expiry in the batch
+	name   string // store key once written, "" before
+	inUse  bool
+}
+
+const (
+	slotEmpty   = 0
+	slotDeleted = 1 // never a real slot: a real one has the fingerprint's top bit set
+
+	offsetBits = 18 // entries start below 256 KiB into their batch
+	batchBits  = 30
+	// maxBatchBytes is where a batch is closed: entries start below it,
+	// and a changelog record of one batch stays well under Kafka's default
+	// 1 MiB limit (message.max.bytes) unless a key is huge.
+	maxBatchBytes = 1 << offsetBits
+	maxBatches    = 1 << batchBits
+
+	batchHeader = 8 // the base expiry
+)
+
+// errTooManyBatches is returned when a partition would hold more batches
+// than a slot can number: about a billion transactions' worth within one
+// retention, far past what fits in memory anyway.
+var errTooManyBatches = errors.New("the dedup gate holds too many batches of keys in one partition (over 2^30 transactions within one retention)")
+
+func newKeyTable(seed maphash.Seed) *keyTable {
+	return &keyTable{seed: seed, weak: ^uint64(0), slots: make([]uint64, 1024)}
+}
+
+// hash is the hash of key the table indexes it by.
+func (t *keyTable) hash(key []byte) uint64 { return maphash.Bytes(t.seed, key) & t.weak }
+
+func slotOf(fp uint64, batch uint32, off int) uint64 {
+	return fp<<(offsetBits+batchBits) | uint64(batch)<<offsetBits | uint64(off)
+}
+
+func (s uint64Slot) batch() uint32 { return uint32(uint64(s) >> offsetBits & (maxBatches - 1)) }
+func (s uint64Slot) off() int      { return int(uint64(s) & (maxBatchBytes - 1)) }
+
+type uint64Slot uint64
+
+// fingerprint is the slot's top 16 bits for hash h; its top bit is set so
+// that no slot is ever empty or a deletion marker.
+func fingerprint(h uint64) uint64 { return h>>48 | 0x8000 }
+
+// entry decodes the entry at off in b: its key and expiry.
+func (b *keyBatch) entry(off int) (key []byte, expiry int64, next int) {
+	n, w := binary.Uvarint(b.data[off:])
+	k := off + w
+	e := k + int(n)
+	return b.data[k:e], b.base + int64(binary.BigEndian.Uint32(b.data[e:])), e + 4
+}
+
+// find returns the slot index holding key, or -1.
+func (t *keyTable) find(key []byte, h uint64) int {
+	mask := uint64(len(t.slots) - 1)
+	fp := fingerprint(h)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := t.slots[i]
+		switch {
+		case s == slotEmpty:
+			return -1
+		case s != slotDeleted && s>>(offsetBits+batchBits) == fp:
+			sl := uint64Slot(s)
+			if k, _, _ := t.batches[sl.batch()].entry(sl.off()); bytes.Equal(k, key) {
+				return int(i)
+			}
+		}
+	}
+}
+
+// lookup returns the expiry of key, if the table holds it.
+func (t *keyTable) lookup(key []byte, h uint64) (int64, bool) {
+	i := t.find(key, h)
+	if i < 0 {
+		return 0, false
+	}
+	sl := uint64Slot(t.slots[i])
+	_, e, _ := t.batches[sl.batch()].entry(sl.off())
+	return e, true
+}
+
+// set points key's slot at the entry at off in batch b, replacing an older
+// entry of the same key if there is one (its bytes stay in their batch,
+// unreferenced, until that batch expires).
+func (t *keyTable) set(key []byte, h uint64, b uint32, off int) {
+	if i := t.find(key, h); i >= 0 {
+		t.slots[i] = slotOf(fingerprint(h), b, off)
+		return
+	}
+	if (t.used+1)*4 > len(t.slots)*3 {
+		t.resize()
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		if s := t.slots[i]; s == slotEmpty || s == slotDeleted {
+			if s == slotEmpty {
+				t.used++
+			}
+			t.slots[i] = slotOf(fingerprint(h), b, off)
+			t.live++
+			return
+		}
+	}
+}
+
+// remove deletes key's slot if it points at the entry at off in batch b.
+func (t *keyTable) remove(key []byte, h uint64, b uint32, off int) bool {
+	i := t.find(key, h)
+	if i < 0 {
+		return false
+	}
+	if sl := uint64Slot(t.slots[i]); sl.batch() != b || sl.off() != off {
+		return false // the key passed again since: a later entry holds it
+	}
+	t.slots[i] = slotDeleted
+	t.live--
+	return true
+}
+
+// resize rehashes the live slots into a table at most half full, which
+// also drops the deletion markers.
+func (t *keyTable) resize() {
+	n := 1024
+	for n < t.live*2+2 {
+		n *= 2
+	}
+	old := t.slots
+	t.slots = make([]uint64, n)
+	mask := uint64(n - 1)
+	for _, s := range old {
+		if s == slotEmpty || s == slotDeleted {
+			continue
+		}
+		sl := uint64Slot(s)
+		k, _, _ := t.batches[sl.batch()].entry(sl.off())
+		for i := t.hash(k) & mask; ; i = (i + 1) & mask {
+			if t.slots[i] == slotEmpty {
+				t.slots[i] = s
+				break
+			}
+		}
+	}
+	t.used = t.live
+}
+
+// newBatch returns the number of a fresh batch whose entries expire from
+// base on.
+func (t *keyTable) newBatch(base int64) (uint32, error) {
+	var b uint32
+	if n := len(t.free); n > 0 {
+		b, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		if len(t.batches) >= maxBatches {
+			return 0, errTooManyBatches
+		}
+		b = uint32(len(t.batches))
+		t.batches = append(t.batches, keyBatch{})
+	}
+	t.batches[b] = keyBatch{data: binary.BigEndian.AppendUint64(make([]byte, 0, 256), uint64(base)), base: base, maxExp: math.MinInt64, inUse: true}
+	return b, nil
+}
+
+// fits reports whether an entry of a key of n bytes expiring at expiry
+// may go into batch b.
+func (t *keyTable) fits(b uint32, n int, expiry int64) bool {
+	bt := &t.batches[b]
+	d := expiry - bt.base
+	return d >= 0 && d <= math.MaxUint32 && (len(bt.data) == batchHeader || len(bt.data)+n+binary.MaxVarintLen64+4 <= maxBatchBytes)
+}
+
+// add appends key's entry to batch b (which fits it) and indexes it.
+func (t *keyTable) add(b uint32, key []byte, h uint64, expiry int64) {
+	bt := &t.batches[b]
+	off := len(bt.data)
+	bt.data = binary.AppendUvarint(bt.data, uint64(len(key)))
+	bt.data = append(bt.data, key...)
+	bt.data = binary.BigEndian.AppendUint32(bt.data, uint32(expiry-bt.base))
+	bt.maxExp = max(bt.maxExp, expiry)
+	t.set(key, h, b, off)
+}
+
+// drop removes batch b's entries from the index and frees its number.
+func (t *keyTable) drop(b uint32) {
+	bt := &t.batches[b]
+	for off := batchHeader; off < len(bt.data); {
+		k, _, next := bt.entry(off)
+		t.remove(k, t.hash(k), b, off)
+		off = next
+	}
+	t.batches[b] = keyBatch{}
+	t.free = append(t.free, b)
+}
+
+// load indexes a batch read back from the store, keeping for each key the
+// entry that expires last. It reports false if data is not a batch.
+func (t *keyTable) load(name string, data []byte) (uint32, bool, error) {
+	if len(data) < batchHeader {
+		return 0, false, nil
+	}
+	// Validate before indexing anything.
+	for off := batchHeader; off < len(data); {
+		n, w := binary.Uvarint(data[off:])
+		if off >= maxBatchBytes || w <= 0 || uint64(len(data)-off-w) < n+4 {
+			return 0, false, nil
+		}
+		off += w + int(n) + 4
+	}
+	b, err := t.newBatch(int64(binary.BigEndian.Uint64(data)))
+	if err != nil {
+		return 0, false, err
+	}
+	bt := &t.batches[b]
+	bt.data, bt.name = data, name
+	for off := batchHeader; off < len(data); {
+		k, e, next := bt.entry(off)
+		bt.maxExp = max(bt.maxExp, e)
+		h := t.hash(k)
+		if prev, ok := t.lookup(k, h); !ok || prev < e {
+			t.set(k, h, b, off)
+		}
+		off = next
+	}
+	return b, true, nil
+}
