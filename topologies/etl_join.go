@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/pipeline"
 )
 
@@ -52,9 +53,10 @@ func (d *doc) parseJoin(f field) (*etlJoin, error) {
 		switch x.name {
 		case "table":
 			if table, err = d.str(x); err == nil {
-				j.table, err = NewTable(table, fmt.Sprintf("%s in %s:%d", x.key, d.file, x.value.Line))
-				if err != nil {
-					err = d.errAt(x.value, x.key, "%v", err)
+				if verr := fencing.ValidateName("topic", table); verr != nil {
+					err = d.errAt(x.value, x.key, "%v", verr)
+				} else if j.table, err = NewTable(table, "topologies.Options.Config"); err == nil {
+					j.table.where = fmt.Sprintf("%s in %s:%d", x.key, d.file, x.value.Line)
 				}
 			}
 		case "key":

@@ -26,7 +26,7 @@ func TestBadJoinConfigsGiveFileLineAndReason(t *testing.T) {
 		{"bad as", "join: {table: cat, key: sku, as: 'a b'}\n", `1: join.as: want a name for the row's variable`},
 		{"meta as", "join: {table: cat, key: sku, as: _key}\n", `1: join.as: _key is a metadata variable`},
 		{"key uses row", "join: {table: cat, key: p.sku, as: p}\n", `1: join.key: the key expression uses p, the row it looks up`},
-		{"bad table", "join: {table: 'a b', key: sku, as: p}\n", `1: join.table: invalid join.table in`},
+		{"bad table", "join: {table: 'a b', key: sku, as: p}\n", `1: join.table: topic "a b" has the character ' '`},
 		{"typo", "join: {table: cat, key: sku, as: p, mising: drop}\n", `1: join.mising: unknown key (did you mean "missing"? known: table, key, as, missing)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,8 +64,9 @@ import (
 // with no writes for segment.ms (7 days by default).
 type Table struct {
 	topic string
-	// setting names the configuration that chose the topic, for errors.
-	setting string
+	// setting names the configuration that chose the topic, for errors;
+	// where, if set, says where in it ("join.table in FILE:LINE").
+	setting, where string
 
 	// Shared with the assignment callbacks.
 	mu      sync.Mutex
@@ -152,7 +153,7 @@ func (t *Table) Start(ctx context.Context, env pipeline.StartEnv) error {
 	tn, err := admin.Partitions(pctx, cl, t.topic)
 	if err != nil {
 		cl.Close()
-		return fmt.Errorf("%s: table %s: %w", t.setting, t.topic, err)
+		return fmt.Errorf("%stable %s: %w", t.whereP(), t.topic, err)
 	}
 	in, err := admin.Partitions(pctx, cl, env.Inputs[0])
 	if err != nil {
@@ -161,10 +162,18 @@ func (t *Table) Start(ctx context.Context, env pipeline.StartEnv) error {
 	}
 	if tn != in {
 		cl.Close()
-		return eos.BadConfig(t.setting, "table topic %s has %d partitions and input %s has %d: a join needs them co-partitioned (the same partition count, both keyed by the join key with Kafka's default partitioner); repartition one of them into a topic with the other's count", t.topic, tn, env.Inputs[0], in)
+		return eos.BadConfig(t.setting, "%stable topic %s has %d partitions and input %s has %d: a join needs them co-partitioned (the same partition count, both keyed by the join key with Kafka's default partitioner); repartition one of them into a topic with the other's count", t.whereP(), t.topic, tn, env.Inputs[0], in)
 	}
 	t.admin, t.nparts = cl, tn
 	return nil
+}
+
+// whereP prefixes an error with where the table was configured, if known.
+func (t *Table) whereP() string {
+	if t.where == "" {
+		return ""
+	}
+	return t.where + ": "
 }
 
 // Assigned implements pipeline.Starter: it notes the partitions; Sync
