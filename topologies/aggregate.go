@@ -17,7 +17,7 @@ import (
 )
 
 // aggregateKeys are the keys of an aggregate configuration.
-var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregations", "emit", "repartition", "preaggregate", "store"}
+var aggregateKeys = []string{"topology", "group_by", "time", "window", "aggregations", "emit", "repartition", "preaggregate", "store", "format"}
 
 // Aggregate is the windowed aggregation topology: it groups JSON records by
 // a key expression into tumbling, hopping or session windows of event time,

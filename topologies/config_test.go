@@ -26,7 +26,7 @@ func TestBadConfigsGiveFileLineAndReason(t *testing.T) {
 		name, topology, body string
 		want                 string // after "FILE:"
 	}{
-		{"unknown key", "etl", "filter: amount > 1\nfiltr: x\n", `2: filtr: unknown key (did you mean "filter"? known: topology, join, filter, map, project, drop, key, route, outputs)`},
+		{"unknown key", "etl", "filter: amount > 1\nfiltr: x\n", `2: filtr: unknown key (did you mean "filter"? known: topology, join, filter, map, project, drop, key, route, outputs, format)`},
 		{"not compiling", "etl", "map:\n  cents: amount *\n", `2: map.cents: expression "amount *" does not compile: unexpected token EOF (1:8)`},
 		{"filter not boolean", "etl", "\nfilter: int(amount)\n", `2: filter: expression "int(amount)" must be boolean: expected bool, but got int`},
 		{"filter string", "etl", "filter: '\"yes\"'\n", `1: filter: expression "\"yes\"" must be boolean`},
@@ -84,7 +84,7 @@ func TestExampleConfigsLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if _, err := top.New(Options{Config: f}); err != nil {
+		if _, err := top.New(Options{Config: f, CheckOnly: true}); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // dedupKeys are the keys of a dedup configuration.
-var dedupKeys = []string{"topology", "key", "retention", "clock", "time", "repeats", "repartition", "store"}
+var dedupKeys = []string{"topology", "key", "retention", "clock", "time", "repeats", "repartition", "store", "format"}
 
 // RepeatsOutput is the named output the dedup topology sends repeats to
 // when its configuration says repeats: {audit: TOPIC}.

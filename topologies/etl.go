@@ -13,7 +13,7 @@ import (
 )
 
 // etlKeys are the keys of an etl configuration, in the order they apply.
-var etlKeys = []string{"topology", "join", "filter", "map", "project", "drop", "key", "route", "outputs"}
+var etlKeys = []string{"topology", "join", "filter", "map", "project", "drop", "key", "route", "outputs", "format"}
 
 // ETL is the declarative etl topology: per JSON record, join with a
 // table, filter, reshape, re-key and route, as configured by a YAML file.

@@ -23,6 +23,15 @@ type Options struct {
 	// wrong, as "FILE:LINE: KEY: REASON" (an expression that compares a
 	// field that may be absent, which fails on every record without it).
 	Warn func(string)
+	// Output is the worker's main output topic: a configuration with
+	// format output: avro registers its schema under its subject.
+	Output string
+	// SchemaRegistry is where a configuration with a format key (avro)
+	// finds its schemas.
+	SchemaRegistry SchemaRegistry
+	// CheckOnly builds the topology only to check its configuration: the
+	// schema registry is not contacted.
+	CheckOnly bool
 }
 
 // Topology describes a built-in topology.
@@ -79,7 +88,7 @@ func init() {
 		Description: "filters, reshapes, re-keys and routes JSON records as a YAML file says",
 		ConfigKeys:  etlKeys[1:],
 		New: func(o Options) (pipeline.Transform, error) {
-			return newETL(o)
+			return withFormat(o, newETL)
 		},
 	})
 	register(Topology{
@@ -87,7 +96,7 @@ func init() {
 		Description: "count/sum/min/max/avg of JSON records per group and event-time window, exactly-once state",
 		ConfigKeys:  aggregateKeys[1:],
 		New: func(o Options) (pipeline.Transform, error) {
-			return newAggregate(o)
+			return withFormat(o, newAggregate)
 		},
 	})
 	register(Topology{
@@ -95,7 +104,7 @@ func init() {
 		Description: "lets each record through once per event id within a retention window, exactly-once state",
 		ConfigKeys:  dedupKeys[1:],
 		New: func(o Options) (pipeline.Transform, error) {
-			return newDedup(o)
+			return withFormat(o, newDedup)
 		},
 	})
 	register(Topology{

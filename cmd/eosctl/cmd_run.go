@@ -138,6 +138,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 				return err
 			}
 			topo.Warn = func(w string) { cfg.Logger.Warn("topology configuration: " + w) }
+			topo.Output, topo.SchemaRegistry = cfg.Output, g.schemaRegistry()
 			transform, err := t.New(topo)
 			if err != nil {
 				return usage(fmt.Errorf("topology %s: %w", t.Name, err))

@@ -118,7 +118,7 @@ on every record without it; write ($env.FIELD ?? 0) instead.`,
 				return usage(fmt.Errorf("the %s topology takes no configuration file", t.Name))
 			}
 			warn := func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w) }
-			if _, err := t.New(topologies.Options{Config: config, Warn: warn}); err != nil {
+			if _, err := t.New(topologies.Options{Config: config, Warn: warn, CheckOnly: true}); err != nil {
 				return usage(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%s)\n", config, t.Name)

@@ -63,6 +63,10 @@ var settingFlags = map[string]string{
 	"bench.Config.ChartPaths":            "--chart",
 	"bench.WriteWideTable":               "--wide",
 	"topologies.Options.Config":          "--config",
+	"topologies.Options.Output":          "--output",
+	"SchemaRegistry.URL":                 "--schema-registry",
+	"SchemaRegistry.CA":                  "--schema-registry-ca",
+	"SchemaRegistry.Cert":                "--schema-registry-cert",
 }
 
 // inFlagTerms rewrites err's message for the command line: a

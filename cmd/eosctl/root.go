@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/internal/conn"
+	"github.com/eosctl/eos/topologies"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/term"
@@ -27,6 +28,7 @@ type globals struct {
 	logLevel  string
 	logFormat string
 	conn      conn.Config
+	registry  topologies.SchemaRegistry
 }
 
 func newRoot() *cobra.Command {
@@ -80,6 +82,7 @@ and exits 0).`,
 	pf.StringVar(&g.conn.SASLMechanism, "sasl-mechanism", envOr("EOSCTL_SASL_MECHANISM", ""), "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (env EOSCTL_SASL_MECHANISM)")
 	pf.StringVar(&g.conn.SASLUser, "sasl-user", envOr("EOSCTL_SASL_USER", ""), "SASL user name (env EOSCTL_SASL_USER)")
 	pf.StringVar(&g.conn.SASLPassword, "sasl-password", "", "SASL password; prefer the environment variable EOSCTL_SASL_PASSWORD, which ps does not show")
+	schemaRegistryFlags(pf, &g.registry)
 
 	root.AddCommand(
 		newBrokerCmd(g),

@@ -120,8 +120,14 @@ func TestBadRecordsAreBadDataWithTheirReason(t *testing.T) {
 		"short":     {func() error { _, err := d.AppendJSON(ctx, nil, []byte{0, 0}); return err }, "wire-format"},
 		"truncated": {func() error { _, err := d.AppendJSON(ctx, nil, good[:len(good)-3]); return err }, "avro-decode"},
 		"missing":   {func() error { _, err := e.Append(nil, "b", []byte(`{"id":1}`)); return err }, "avro-encode"},
-		"type":      {func() error { _, err := e.Append(nil, "b", []byte(`{"id":"x","user":"u","amount":1,"status":"NEW"}`)); return err }, "avro-encode"},
-		"symbol":    {func() error { _, err := e.Append(nil, "b", []byte(`{"id":1,"user":"u","amount":1,"status":"GONE"}`)); return err }, "avro-encode"},
+		"type": {func() error {
+			_, err := e.Append(nil, "b", []byte(`{"id":"x","user":"u","amount":1,"status":"NEW"}`))
+			return err
+		}, "avro-encode"},
+		"symbol": {func() error {
+			_, err := e.Append(nil, "b", []byte(`{"id":1,"user":"u","amount":1,"status":"GONE"}`))
+			return err
+		}, "avro-encode"},
 	} {
 		var bd *BadDataError
 		if err := c.err(); !errors.As(err, &bd) || bd.Reason != c.reason {

@@ -1,0 +1,326 @@
+package topologies
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/wireformat"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/hamba/avro/v2"
+	"go.yaml.in/yaml/v3"
+)
+
+// Formats
+//
+// The etl, aggregate and dedup topologies read and write JSON by default.
+// With a format key they read and write Avro in the Confluent wire format
+// (a zero byte, the 4-byte schema id, the Avro binary) against a Schema
+// Registry (Options.SchemaRegistry; eosctl's --schema-registry):
+//
+//	format:
+//	  input: avro                 # json (default) or avro
+//	  reader_schema: order.avsc   # optional: read every writer schema as this one
+//	  output: avro                # json (default) or avro
+//	  output_schema: order.avsc   # required with output: avro
+//
+// Decoded records are presented to the expressions as JSON objects with the
+// same fields (longs and ints as integers, floats and doubles as numbers,
+// enums and strings as strings, null as nil), so a configuration works on
+// either format. Schema files are relative to the configuration file.
+//
+// The output schema is registered at start under each output topic's
+// subject (TopicNameStrategy: TOPIC-value) after a compatibility check
+// against the subject's latest version; an incompatible schema stops the
+// start with a line naming the subject and the field. A record that is not
+// in the wire format or does not decode goes to the dead-letter topic with
+// reason wire-format or avro-decode, an output that does not fit the output
+// schema with avro-encode, in the same transaction as everything else. A
+// schema id seen for the first time while the registry is down is retried
+// until the registry answers (the worker waits; the record is never
+// dead-lettered for it); ids seen before are cached and need no registry.
+// protobuf and json-schema are refused as "not supported yet".
+
+// SchemaRegistry says how to reach a Schema Registry's Confluent-compatible
+// API: its URL (for Apicurio, ending in /apis/ccompat/v7), optional TLS
+// files and basic auth.
+type SchemaRegistry struct {
+	URL                    string
+	TLSCA, TLSCert, TLSKey string
+	User, Password         string
+}
+
+var formatKeys = []string{"input", "output", "reader_schema", "output_schema"}
+
+// format is a configuration's format key.
+type format struct {
+	inAvro, outAvro bool
+	reader, output  avro.Schema
+	outputLine      *yaml.Node
+	file            string
+}
+
+// readFormat reads the format key of the configuration at path; nil if it
+// has none or says json both ways.
+func readFormat(path string) (*format, error) {
+	d, err := readDoc(path)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := d.fields(d.root, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		if f.name == "format" {
+			return d.format(f)
+		}
+	}
+	return nil, nil
+}
+
+func (d *doc) format(f field) (*format, error) {
+	fs, err := d.fields(f.value, f.key, formatKeys)
+	if err != nil {
+		return nil, err
+	}
+	fm := &format{file: d.file}
+	var readerField, outputField *field
+	for _, x := range fs {
+		switch x.name {
+		case "input", "output":
+			s, err := d.str(x)
+			if err != nil {
+				return nil, err
+			}
+			switch s {
+			case "json", "avro":
+			case "protobuf", "json-schema":
+				return nil, d.errAt(x.value, x.key, "%s is not supported yet (json or avro)", s)
+			default:
+				return nil, d.errAt(x.value, x.key, "want json or avro, got %q", s)
+			}
+			if x.name == "input" {
+				fm.inAvro = s == "avro"
+			} else {
+				fm.outAvro = s == "avro"
+			}
+		case "reader_schema", "output_schema":
+			s, err := d.schema(x)
+			if err != nil {
+				return nil, err
+			}
+			if x.name == "reader_schema" {
+				fm.reader, readerField = s, &x
+			} else {
+				fm.output, outputField, fm.outputLine = s, &x, x.value
+			}
+		}
+	}
+	switch {
+	case readerField != nil && !fm.inAvro:
+		return nil, d.errAt(readerField.line, readerField.key, "a reader schema is for input: avro")
+	case outputField != nil && !fm.outAvro:
+		return nil, d.errAt(outputField.line, outputField.key, "an output schema is for output: avro")
+	case fm.outAvro && outputField == nil:
+		return nil, d.errAt(f.line, f.key, "output: avro needs output_schema: FILE.avsc (the Avro schema the output records are written with)")
+	}
+	if fm.output != nil {
+		if _, err := wireformat.NewEncoder(fm.output); err != nil {
+			return nil, d.errAt(outputField.value, outputField.key, "%v", err)
+		}
+	}
+	if !fm.inAvro && !fm.outAvro {
+		return nil, nil
+	}
+	return fm, nil
+}
+
+// schema reads the Avro schema file x names, relative to the configuration.
+func (d *doc) schema(x field) (avro.Schema, error) {
+	p, err := d.str(x)
+	if err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(filepath.Dir(d.file), p)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, d.errAt(x.value, x.key, "%v", err)
+	}
+	s, err := wireformat.ParseSchema(string(b))
+	if err != nil {
+		return nil, d.errAt(x.value, x.key, "%s is not an Avro schema: %v", p, err)
+	}
+	return s, nil
+}
+
+// withFormat builds a topology with build and, if its configuration has a
+// format key, wraps it to read and write that format.
+func withFormat[T pipeline.Transform](o Options, build func(Options) (T, error)) (pipeline.Transform, error) {
+	t, err := build(o)
+	if err != nil {
+		return nil, err
+	}
+	fm, err := readFormat(o.Config)
+	if err != nil || fm == nil {
+		return t, err
+	}
+	if o.CheckOnly {
+		return t, nil
+	}
+	return fm.wrap(t, o)
+}
+
+// registerTimeout bounds the registry calls of a start.
+const registerTimeout = 30 * time.Second
+
+func (fm *format) wrap(t pipeline.Transform, o Options) (pipeline.Transform, error) {
+	r := o.SchemaRegistry
+	cl, err := wireformat.NewClient(wireformat.Registry{URL: r.URL, CA: r.TLSCA, Cert: r.TLSCert, Key: r.TLSKey, User: r.User, Password: r.Password})
+	if err != nil {
+		return nil, err
+	}
+	w := &formatted{inner: t}
+	if dt, ok := t.(pipeline.Declarer); ok {
+		w.decl = dt.Declare()
+	}
+	warn := func(format string, args ...any) {
+		if o.Warn != nil {
+			o.Warn(fmt.Sprintf(format, args...))
+		}
+	}
+	if fm.inAvro {
+		w.dec = wireformat.NewDecoder(cl, fm.reader, warn)
+	}
+	if fm.outAvro {
+		if o.Output == "" {
+			return nil, eos.BadConfig("topologies.Options.Output", "output: avro registers its schema under the output topic's subject: the output topic is needed")
+		}
+		w.enc, _ = wireformat.NewEncoder(fm.output)
+		ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
+		defer cancel()
+		w.topics = map[string]string{"": o.Output}
+		maps.Copy(w.topics, w.decl.Outputs)
+		for _, topic := range w.topics {
+			if err := w.enc.Register(ctx, cl, topic); err != nil {
+				if errors.Is(err, eos.ErrConfig) {
+					var ce *eos.ConfigError
+					errors.As(err, &ce)
+					return nil, &ConfigError{File: fm.file, Line: fm.outputLine.Line, Key: "format.output_schema", Reason: ce.Reason}
+				}
+				return nil, err
+			}
+		}
+	}
+	if _, ok := t.(pipeline.Flusher); ok {
+		return &formattedFlusher{w}, nil
+	}
+	return w, nil
+}
+
+// formatted reads its input from and writes its output to the wire format
+// around a topology that reads and writes JSON.
+type formatted struct {
+	inner  pipeline.Transform
+	decl   pipeline.Declaration
+	dec    *wireformat.Decoder
+	enc    *wireformat.Encoder
+	topics map[string]string // output name -> topic ("" the main output)
+	em     encodingEmitter
+}
+
+// Declare implements pipeline.Declarer.
+func (w *formatted) Declare() pipeline.Declaration { return w.decl }
+
+// Unwrap returns the JSON topology inside.
+func (w *formatted) Unwrap() pipeline.Transform { return w.inner }
+
+// Process implements pipeline.Transform.
+func (w *formatted) Process(ctx context.Context, in *pipeline.Record, out pipeline.Emitter) error {
+	if w.dec != nil && !in.Repartitioned {
+		// A new buffer each time: what the topology emits may alias it
+		// until the transaction's records are produced.
+		js, err := w.dec.AppendJSON(ctx, make([]byte, 0, 2*len(in.Value)+16), in.Value)
+		if err != nil {
+			return deadLetterBad(err)
+		}
+		orig := in.Value
+		in.Value = js
+		defer func() { in.Value = orig }()
+	}
+	if w.enc == nil {
+		return w.inner.Process(ctx, in, out)
+	}
+	w.em = encodingEmitter{w: w, out: out}
+	if err := w.inner.Process(ctx, in, &w.em); err != nil {
+		return err
+	}
+	if w.em.err != nil {
+		return deadLetterBad(w.em.err)
+	}
+	return nil
+}
+
+func deadLetterBad(err error) error {
+	var bd *wireformat.BadDataError
+	if errors.As(err, &bd) {
+		return pipeline.DeadLetter(bd.Reason, bd.Err)
+	}
+	return err
+}
+
+// encodingEmitter encodes what a topology emits to the output schema; the
+// first value that does not fit is kept, and its input dead-lettered.
+type encodingEmitter struct {
+	w   *formatted
+	out pipeline.Emitter
+	err error
+}
+
+func (e *encodingEmitter) Emit(o pipeline.Output) {
+	if e.err != nil {
+		return
+	}
+	if o.To != "" && o.To == e.w.decl.Repartition {
+		e.out.Emit(o) // internal: stays JSON
+		return
+	}
+	topic := e.w.topics[o.To]
+	v, err := e.w.enc.Append(make([]byte, 0, len(o.Value)+5), topic, o.Value)
+	if err != nil {
+		e.err = err
+		return
+	}
+	o.Value = v
+	e.out.Emit(o)
+}
+
+type formattedFlusher struct{ *formatted }
+
+// Flush implements pipeline.Flusher: a held-back output that does not fit
+// the output schema stops the worker (it stands for many input records,
+// none of which alone can be dead-lettered).
+func (w *formattedFlusher) Flush(ctx context.Context, out pipeline.Emitter) error {
+	f := w.inner.(pipeline.Flusher)
+	if w.enc == nil {
+		return f.Flush(ctx, out)
+	}
+	w.em = encodingEmitter{w: w.formatted, out: out}
+	if err := f.Flush(ctx, &w.em); err != nil {
+		return err
+	}
+	if w.em.err != nil {
+		return fmt.Errorf("topologies: an output does not fit the output schema: %w", w.em.err)
+	}
+	return nil
+}
+
+// Discard implements pipeline.Flusher.
+func (w *formattedFlusher) Discard() { w.inner.(pipeline.Flusher).Discard() }

@@ -1,0 +1,211 @@
+package topologies
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/internal/schemaregistry"
+	"github.com/eosctl/eos/internal/wireformat"
+	"github.com/eosctl/eos/pipeline"
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// avroWriter registers schema file under subject and encodes with hamba,
+// independently of package wireformat.
+type avroWriter struct {
+	id     uint32
+	schema avro.Schema
+}
+
+func registerAvro(t *testing.T, cl *sr.Client, subject, file string) avroWriter {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := cl.CreateSchema(context.Background(), subject, sr.Schema{Schema: string(b), Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return avroWriter{uint32(ss.ID), avro.MustParse(string(b))}
+}
+
+func (w avroWriter) encode(t *testing.T, v map[string]any) []byte {
+	t.Helper()
+	b, err := avro.Marshal(w.schema, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(binary.BigEndian.AppendUint32([]byte{0}, w.id), b...)
+}
+
+func registryClient(t *testing.T) (*sr.Client, SchemaRegistry) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a schema registry (a JVM)")
+	}
+	reg := SchemaRegistry{URL: schemaregistry.Shared(t).URL()}
+	cl, err := wireformat.NewClient(wireformat.Registry{URL: reg.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, reg
+}
+
+// avroOrders are n datagen orders in Avro: the first half written with
+// order.avsc, the rest with order-v2.avsc (a field added with a default,
+// mid-stream), every 97th a poison pill (JSON, which is not the wire
+// format, or a truncated payload); it returns the records, the reference
+// field values of each good one as order-v2 reads it, and the poison's
+// reasons.
+func avroOrders(t *testing.T, cl *sr.Client, subject string, n int) ([]*kgo.Record, map[int]map[string]any, map[int]string) {
+	v1 := registerAvro(t, cl, subject, "examples/order.avsc")
+	v2 := registerAvro(t, cl, subject, "testdata/avro/order-v2.avsc")
+	var rs []*kgo.Record
+	ref, bad := map[int]map[string]any{}, map[int]string{}
+	ts := time.UnixMilli(1_700_000_000_000)
+	for i := range n {
+		at := ts.Add(time.Duration(i) * 10 * time.Millisecond)
+		v := map[string]any{"seq": int64(i), "ts": at.UnixMilli(), "user": datagen.User(int64(i)), "amount": datagen.Amount(int64(i)), "pad": "xx"}
+		var value []byte
+		if i < n/2 {
+			value = v1.encode(t, v)
+			v["channel"] = "web" // the reader's default
+		} else {
+			v["channel"] = "app-" + strconv.Itoa(i%3)
+			value = v2.encode(t, v)
+		}
+		switch {
+		case i%97 == 13:
+			value, bad[i] = datagen.Value(int64(i), at, 100), "wire-format"
+		case i%97 == 50:
+			value, bad[i] = value[:len(value)-4], "avro-decode"
+		default:
+			ref[i] = v
+		}
+		rs = append(rs, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: value})
+	}
+	return rs, ref, bad
+}
+
+// The etl topology on Avro topics, through aborted transactions and a
+// writer schema that changes mid-stream: every output record, decoded by
+// hamba/avro with the output schema (not by the topology's transcoder),
+// equals what a reference computes from the input; records written with
+// the old schema get the new field's default; every poison pill is
+// dead-lettered once with its reason; nothing else.
+func TestETLOnAvroWithSchemaEvolutionMatchesReference(t *testing.T) {
+	cl, reg := registryClient(t)
+	const n = 4000
+	e := newTEnv(t)
+	in, out := "avro-etl-in-"+strconv.FormatInt(time.Now().UnixNano(), 36), "avro-etl-out-"+strconv.FormatInt(time.Now().UnixNano(), 36)
+	rs, ref, bad := avroOrders(t, cl, wireformat.Subject(in), n)
+	tr, err := topologyFor("etl").New(Options{Config: "testdata/avro/etl-evolve.yaml", Output: out, SchemaRegistry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.topic(in, 3)
+	w := e.run("avro-etl", "etl", tr, in, out, nil, func(c *pipeline.Config) { e.abortFraction = 0.2; c.MaxTxnRecords = 200; c.DLQ = "avro-etl-dlq" },
+		func() { e.produce(in, 3, rs) })
+	if w.Stats().Aborted.Load() == 0 {
+		t.Fatal("no transaction aborted; the test needs some")
+	}
+	outSchema := avro.MustParse(string(must(os.ReadFile("testdata/avro/order-clean-v2.avsc"))))
+	want := map[string]map[string]any{}
+	for i, v := range ref {
+		amount := v["amount"].(float64)
+		if amount < 10 {
+			continue
+		}
+		size := "normal"
+		if amount >= 90 {
+			size = "big"
+		}
+		want[at(rs[i])] = map[string]any{"seq": v["seq"], "ts": v["ts"], "user": v["user"], "amount": amount,
+			"cents": int64(math.Round(amount * 100)), "size": size, "channel": v["channel"]}
+	}
+	got := map[string]map[string]any{}
+	for _, r := range e.read(out) {
+		src := strings.Split(headers(r)[pipeline.IdempotencyKeyHeader], "/")
+		k := src[1] + "/" + src[2]
+		if _, dup := got[k]; dup {
+			t.Fatalf("output of %s written twice", k)
+		}
+		if len(r.Value) < 5 || r.Value[0] != 0 {
+			t.Fatalf("output %x is not in the wire format", r.Value)
+		}
+		var v map[string]any
+		if err := avro.Unmarshal(outSchema, r.Value[5:], &v); err != nil {
+			t.Fatalf("output of %s does not decode with the output schema: %v", k, err)
+		}
+		if string(r.Key) != v["user"] {
+			t.Fatalf("output of %s has key %q, want its user %v", k, r.Key, v["user"])
+		}
+		got[k] = v
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d output records, the reference has %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if g := got[k]; !reflect.DeepEqual(g, w) {
+			t.Fatalf("output of %s:\n got  %v\n want %v", k, g, w)
+		}
+	}
+	wantDL := map[string]string{}
+	for i, reason := range bad {
+		wantDL[at(rs[i])] = reason
+	}
+	if dl := e.deadLetters("avro-etl-dlq", "etl", in); !reflect.DeepEqual(dl, wantDL) {
+		t.Fatalf("dead letters %v,\nwant %v", dl, wantDL)
+	}
+	t.Logf("%d records: %d kept, %d dead letters; %d commits, %d aborts", n, len(want), len(wantDL), w.Stats().Committed.Load(), w.Stats().Aborted.Load())
+}
+
+func topologyFor(name string) Topology {
+	t, err := Lookup(name)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// A format the topologies do not read yet, or a schema missing, is a
+// configuration error at its line.
+func TestFormatConfigErrorsAtTheirLine(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ yaml, want string }{
+		{"topology: etl\nformat:\n  input: protobuf\n", ":3: format.input: protobuf is not supported yet"},
+		{"topology: etl\nformat:\n  output: json-schema\n", ":3: format.output: json-schema is not supported yet"},
+		{"topology: etl\nformat:\n  output: avro\n", ":2: format: output: avro needs output_schema"},
+		{"topology: etl\nformat:\n  input: avro\n  reader_schema: nope.avsc\n", ":4: format.reader_schema: open"},
+		{"topology: aggregate\ngroup_by: user\nwindow: {size: 1m}\naggregations: {n: count()}\nformat:\n  input: xml\n", `:6: format.input: want json or avro, got "xml"`},
+		{"topology: etl\nformat:\n  input: avro\n", "--schema-registry"},
+	} {
+		p := dir + "/c.yaml"
+		if err := os.WriteFile(p, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		name, _ := TopologyOf(p)
+		_, err := topologyFor(name).New(Options{Config: p, Output: "out"})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want %q", c.yaml, err, c.want)
+		}
+	}
+}
