@@ -334,3 +334,22 @@ func TestAggregateSessionUpdatesRetractMergedSessions(t *testing.T) {
 	}
 	t.Logf("%d sessions, %d retractions", len(finals), len(retractions))
 }
+
+// Every mistake in a session window's configuration fails at start with
+// FILE:LINE: KEY: REASON, as eosctl topology check prints it.
+func TestBadSessionConfigsGiveFileLineAndReason(t *testing.T) {
+	const aggs = "aggregations: {n: count()}\n"
+	for _, tc := range []struct{ name, body, want string }{
+		{"gap with size", "group_by: user\nwindow:\n  session_gap: 30m\n  size: 1h\n" + aggs, `4: window.size: session windows (session_gap) have no size`},
+		{"gap with advance", "group_by: user\nwindow:\n  advance: 1m\n  session_gap: 30m\n" + aggs, `3: window.advance: session windows (session_gap) have no advance`},
+		{"zero gap", "group_by: user\nwindow:\n  session_gap: 0s\n" + aggs, `3: window.session_gap: want a positive duration such as 500ms, 1m or 1h30m, got "0s"`},
+		{"negative gap", "group_by: user\nwindow:\n  session_gap: -5m\n" + aggs, `3: window.session_gap: want a positive duration`},
+		{"gap not a duration", "group_by: user\nwindow: {session_gap: 30}\n" + aggs, `2: window.session_gap: want a positive duration such as 500ms, 1m or 1h30m, got "30"`},
+		{"gap below a millisecond", "group_by: user\nwindow: {session_gap: 1500us}\n" + aggs, `2: window.session_gap: want whole milliseconds, got 1.5ms`},
+		{"gap typo", "group_by: user\nwindow: {session_gpa: 30m}\n" + aggs, `2: window.session_gpa: unknown key (did you mean "session_gap"?`},
+		{"negative grace", "group_by: user\nwindow: {session_gap: 30m, grace: -1s}\n" + aggs, `2: window.grace: want a duration such as 500ms`},
+		{"retracted as a name", "group_by: user\nwindow: {session_gap: 30m}\naggregations:\n  n: count()\n  retracted: count()\n", `5: aggregations.retracted: the name "retracted" is taken by the retractions of session windows`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { requireConfigError(t, "aggregate", tc.body, tc.want) })
+	}
+}

@@ -69,18 +69,32 @@ func (d *deduplicating) finish(ctx context.Context, h *harness, res *Result, app
 
 // dedupKills SIGKILLs the dedup topology's two workers mid-transaction at
 // random; each restart restores the seen keys from the changelog before it
-// processes a record. Every kill must be followed by a commit (a
-// recovery), or the drill ran after the input and proved nothing.
+// processes a record.
 func dedupKills(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+	return killsMidTransaction(ctx, h, sz, res, w, "dedup")
+}
+
+// sessionKills SIGKILLs the workers of the aggregate topology with session
+// windows mid-transaction at random; each restart restores the open
+// sessions from the changelog before it processes a record.
+func sessionKills(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+	return killsMidTransaction(ctx, h, sz, res, w, "sessions")
+}
+
+// killsMidTransaction runs app's two workers on the embedded broker and
+// SIGKILLs one of them at random sz.Faults times, restarting it. Every kill
+// must be followed by a commit (a recovery), or the drill ran after the
+// input and proved nothing.
+func killsMidTransaction(ctx context.Context, h *harness, sz Size, res *Result, w workload, app string) error {
 	if err := h.inProcessBroker(ctx, broker.Config{}); err != nil {
 		return err
 	}
 	res.Faults = fmt.Sprintf("%d SIGKILLs mid-transaction", sz.Faults)
 	var kills []time.Time
-	err := runWith(ctx, h, sz, res, w, "dedup", 6, 2, nil, func() error {
+	err := runWith(ctx, h, sz, res, w, app, 6, 2, nil, func() error {
 		for range sz.Faults {
 			time.Sleep(spread(sz, sz.Faults))
-			if err := h.KillAndRestart(ctx, fmt.Sprintf("dedup-%d", h.rng.IntN(2))); err != nil {
+			if err := h.KillAndRestart(ctx, fmt.Sprintf("%s-%d", app, h.rng.IntN(2))); err != nil {
 				return err
 			}
 			kills = append(kills, time.Now())

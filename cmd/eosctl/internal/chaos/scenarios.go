@@ -60,7 +60,9 @@ type Result struct {
 }
 
 // Stateful reports whether the row is of the aggregate topology.
-func (r *Result) Stateful() bool { return r.Topology == topologyAggregate }
+func (r *Result) Stateful() bool {
+	return r.Topology == topologyAggregate || r.Topology == topologySessions
+}
 
 // OK reports whether exactly-once held: the judge of the row's topology
 // passed (verify for a copy; for the aggregate, the reference computed from
@@ -157,6 +159,7 @@ func Scenarios() []Scenario {
 		{Name: "single-partition-order", Description: "one partition, workers SIGKILLed mid-transaction: output order equals input order", run: singlePartitionOrder},
 		{Name: "kip848-group", Description: "KIP-848 consumer group protocol (broker-side assignment), SIGKILLs and a rebalance 1 → 2 workers", run: kip848},
 		{Name: "dedup-kills", Topology: topologyDedup, Description: "the dedup topology (key seq, every record written twice), workers SIGKILLed mid-transaction: every seq once", run: dedupKills},
+		{Name: "session-kills", Topology: topologySessions, Description: "the aggregate topology with session windows (a gap of 1s, records held back to bridge sessions), workers SIGKILLed mid-transaction: every session equals the reference sessioniser's, once", run: sessionKills},
 		stateful(clean), stateful(hard), stateful(moves), stateful(leaders), stateful(lost), stateful(slow), stateful(timeout), stateful(partition),
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/verify"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A workload is what a scenario's workers do while its faults run, and how
@@ -33,11 +34,14 @@ type workload interface {
 }
 
 // newWorkload returns the workload of a topology: "passthrough",
-// "aggregate" or "dedup".
+// "aggregate", "sessions" (the aggregate topology with session windows) or
+// "dedup".
 func newWorkload(topology string) workload {
 	switch topology {
 	case topologyAggregate:
-		return &aggregating{}
+		return &aggregating{config: aggcheck.Config, newInput: aggcheck.NewInput, judge: aggcheck.Judge}
+	case topologySessions:
+		return &aggregating{config: aggcheck.SessionConfig, newInput: aggcheck.NewSessionInput, judge: aggcheck.JudgeSessions}
 	case topologyDedup:
 		return &deduplicating{}
 	}
@@ -48,6 +52,8 @@ func newWorkload(topology string) workload {
 const (
 	topologyPassthrough = "passthrough"
 	topologyAggregate   = "aggregate"
+	// topologySessions is the aggregate topology with session windows.
+	topologySessions = "sessions"
 )
 
 // copying is the passthrough copy, judged by verify.Run: every input key
@@ -89,6 +95,11 @@ func (c *copying) close() {
 // concurrent readers watch the results (by window) and the dead letters (by
 // source record).
 type aggregating struct {
+	// The configuration, its input and its judge: aggcheck's time windows
+	// or its sessions.
+	config      string
+	newInput    func(topic string, n int, seed uint64) *aggcheck.Input
+	judge       func(context.Context, []kgo.Opt, aggcheck.Topics) (*aggcheck.Report, error)
 	input       *aggcheck.Input
 	results     *verify.Tail
 	deadLetters *verify.Tail
@@ -97,9 +108,9 @@ type aggregating struct {
 // aggregateSeed makes every run's input the same for the same size.
 const aggregateSeed = 7
 
-func (*aggregating) topology(h *harness) ([]string, error) {
+func (a *aggregating) topology(h *harness) ([]string, error) {
 	cfg := filepath.Join(h.dir, "aggregate.yaml")
-	if err := os.WriteFile(cfg, []byte(aggcheck.Config), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(a.config), 0o644); err != nil {
 		return nil, fmt.Errorf("writing the aggregate configuration: %w", err)
 	}
 	return []string{topologyAggregate, "--config", cfg}, nil
@@ -119,7 +130,7 @@ func (a *aggregating) produce(ctx context.Context, h *harness, in string, partit
 	if _, _, err := admin.EnsureTopic(ctx, h.Client, in, partitions, nil); err != nil {
 		return nil, err
 	}
-	a.input = aggcheck.NewInput(in, int(n/2), aggregateSeed)
+	a.input = a.newInput(in, int(n/2), aggregateSeed)
 	done := make(chan error, 1)
 	go func() { done <- a.input.Produce(ctx, h.Client, (rate+1)/2) }()
 	return done, nil
@@ -158,7 +169,7 @@ func (a *aggregating) finish(ctx context.Context, h *harness, res *Result, app, 
 		return fmt.Errorf("after the heartbeats: %w", err)
 	}
 	h.Stop(20 * time.Second)
-	rep, err := aggcheck.Judge(ctx, h.Opts, aggcheck.Topics{Input: in, Output: out, DeadLetters: deadLetterTopic(app), Timeout: 2 * time.Minute})
+	rep, err := a.judge(ctx, h.Opts, aggcheck.Topics{Input: in, Output: out, DeadLetters: deadLetterTopic(app), Timeout: 2 * time.Minute})
 	if err != nil {
 		return err
 	}
