@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/internal/aggcheck"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/kafkacluster"
@@ -182,7 +182,7 @@ func jvmArgs(cfg *Config, brokers []string, job copyJob, stateDir string, i int)
 	return args
 }
 
-func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
+func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (copiers, error) {
 	stateDir, err := os.MkdirTemp("", "eosbench-kstreams-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -190,7 +190,6 @@ func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	f := &kstreamsFleet{started: make(chan struct{}), polled: make(chan struct{}), stateDir: stateDir}
 	for i := range job.workers {
 		args := jvmArgs(cfg, brokers, job, stateDir, i)
-		cmd := exec.CommandContext(ctx, "java", args...)
 		parse := func(line []byte) {
 			var l peerLine
 			if json.Unmarshal(line, &l) != nil || l.Kind != "started" {
@@ -210,11 +209,12 @@ func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJ
 			// the topology's build, the group join) is not the drain. The
 			// peer runs as java itself, so its pid is the child's.
 			f.cpuMu.Lock()
-			f.cpu0 += procCPU(l.PID)
+			f.cpu0 += supervise.ProcessCPU(l.PID)
 			f.cpuMu.Unlock()
 			f.once.Do(func() { f.startedT = time.Now(); close(f.started) })
 		}
-		if _, err := f.start(ctx, fmt.Sprintf("%s worker %d", job.mode, i), cmd, parse, onEvent); err != nil {
+		pc := supervise.Config{Name: fmt.Sprintf("%s worker %d", job.mode, i), Bin: "java", Args: args, OnLine: parse}
+		if err := f.start(ctx, pc, onEvent); err != nil {
 			f.children.stop()
 			_ = os.RemoveAll(stateDir)
 			return nil, err

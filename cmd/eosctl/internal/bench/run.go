@@ -312,7 +312,7 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 			clock.stop()
 		}
 	}()
-	f, err := startFleet(ctx, b.cfg, b.brokers, job, log.onEvent)
+	f, err := startCopiers(ctx, b.cfg, b.brokers, job, log.onEvent)
 	if err != nil {
 		return res, fmt.Errorf("bench: %s: %w", name, err)
 	}

@@ -2,12 +2,12 @@ package bench
 
 import (
 	"errors"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/cmd/eosctl/internal/supervise"
 	"github.com/eosctl/eos/pipeline"
 )
 
@@ -16,14 +16,14 @@ import (
 func TestGoCopiersRunAtTheCellsThreads(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "7")
 	for _, n := range []int{1, 2} {
-		cmd := exec.Command("sh", "-c", `printf %s "$GOMAXPROCS"`)
-		cmd.Env = copierEnv(&Config{}, copyJob{threads: n})
-		out, err := cmd.Output()
+		var out string
+		p, err := supervise.Start(t.Context(), supervise.Config{Name: "copier", Bin: "sh", Args: []string{"-c", `echo "$GOMAXPROCS"`},
+			Env: copierEnv(&Config{}, copyJob{threads: n}), OnLine: func(line []byte) { out = string(line) }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(out) != strconv.Itoa(n) {
-			t.Errorf("threads %d: the copier sees GOMAXPROCS=%q", n, out)
+		if code := p.Wait(); code != 0 || out != strconv.Itoa(n) {
+			t.Errorf("threads %d: the copier exited %d and sees GOMAXPROCS=%q", n, code, out)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -135,7 +134,7 @@ loop:
 			}
 			for i, addr := range addrs {
 				if p := h.Worker(fencing.ID(app, strconv.Itoa(i))); p != nil {
-					s.RSSBytes += rss(p.PID())
+					s.RSSBytes += p.RSS()
 				}
 				s.Goroutines += goroutines(addr)
 			}
@@ -152,23 +151,6 @@ loop:
 	}
 	res.Verify, res.Tail = r.Verify, r.Tail
 	return res, nil
-}
-
-// rss reads a process's resident set size from /proc.
-func rss(pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // goroutines scrapes go_goroutines from a worker's /metrics.

@@ -1,14 +1,11 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,9 +36,9 @@ type copyJob struct {
 	dlq      string // the dead-letter topic, for the aggregate topology
 }
 
-// fleet is the running copiers of one run, as goroutines or as child
+// copiers are the running copiers of one run, as goroutines or as child
 // processes. Every event they emit goes to onEvent.
-type fleet interface {
+type copiers interface {
 	// cpu returns the CPU time used so far by what the fleet measures.
 	cpu() time.Duration
 	// stop asks every copier to finish (commit and leave), waits, and
@@ -50,8 +47,8 @@ type fleet interface {
 	stop() (peakRSS int64, err error)
 }
 
-// startFleet starts job's copiers in the way cfg says.
-func startFleet(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
+// startCopiers starts job's copiers in the way cfg says.
+func startCopiers(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (copiers, error) {
 	if job.mode.jvm() {
 		return startKStreams(ctx, cfg, brokers, job, onEvent)
 	}
@@ -71,15 +68,15 @@ type inProcess struct {
 	err    error
 }
 
-func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
+func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (copiers, error) {
 	topo, err := topologies.Lookup(cfg.Topology)
 	if err != nil {
 		return nil, err
 	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, cfg.ClientOpts...)
-	resetPeakRSS()
+	supervise.ResetSelfPeakRSS()
 	ctx, cancel := context.WithCancel(ctx)
-	f := &inProcess{cancel: cancel, cpu0: selfCPU()}
+	f := &inProcess{cancel: cancel, cpu0: supervise.SelfCPU()}
 	for i := range job.workers {
 		t, err := topo.New(topologies.Options{Config: job.config})
 		if err != nil {
@@ -128,35 +125,32 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 	return f, nil
 }
 
-func (f *inProcess) cpu() time.Duration { return selfCPU() - f.cpu0 }
+func (f *inProcess) cpu() time.Duration { return supervise.SelfCPU() - f.cpu0 }
 
 func (f *inProcess) stop() (int64, error) {
 	f.cancel()
 	f.wg.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return selfPeakRSS(), f.err
+	return supervise.SelfPeakRSS(), f.err
 }
 
-// children runs each copier as a child process of the eosctl binary: the
-// eos mode as `eosctl run` (the real command, exactly as a user runs it),
-// the others as the hidden `eosctl bench baseline` and `eosctl bench bare`. CPU and peak RSS are
-// the children's own, without the broker or the latency consumer.
+// children runs each copier as a child process of the eosctl binary, under
+// supervise (the command's one process runner): the eos mode as `eosctl
+// run` (the real command, exactly as a user runs it), the others as the
+// hidden `eosctl bench baseline` and `eosctl bench bare`. CPU and peak RSS
+// are the children's own, without the broker or the latency consumer.
 type children struct {
 	procs []*child
 }
 
 type child struct {
-	name     string
-	cmd      *exec.Cmd
-	stderr   *tailBuffer
-	done     chan struct{}
-	err      error
+	*supervise.Proc
 	stopping atomic.Bool // stop asked it to finish
 }
 
 // startChildren starts job's copiers as child processes of bin.
-func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (fleet, error) {
+func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (copiers, error) {
 	bin := cfg.Bin
 	if bin == "" {
 		self, err := os.Executable()
@@ -172,15 +166,10 @@ func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	}
 	f := &children{}
 	for i := range job.workers {
-		cmd := exec.CommandContext(ctx, bin, copierArgs(cfg, brokers, job, i)...)
-		cmd.Env = copierEnv(cfg, job)
-		parse := func(line []byte) {
-			var e pipeline.Event
-			if json.Unmarshal(line, &e) == nil && e.Kind != "" {
-				onEvent(e)
-			}
-		}
-		if _, err := f.start(ctx, fmt.Sprintf("%s copier %d", job.mode, i), cmd, parse, onEvent); err != nil {
+		pc := supervise.Config{Name: fmt.Sprintf("%s copier %d", job.mode, i), Bin: bin,
+			Args: copierArgs(cfg, brokers, job, i), Env: copierEnv(cfg, job),
+			OnEvent: func(_ string, e pipeline.Event) { onEvent(e) }}
+		if err := f.start(ctx, pc, onEvent); err != nil {
 			f.stop()
 			return nil, err
 		}
@@ -188,41 +177,37 @@ func startChildren(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	return f, nil
 }
 
-// start starts cmd as one of f's processes, handing every line of its
-// stdout to parse. A process that exits before stop asks it to, while ctx
-// is live, is reported to onEvent as a stopped event with its error and the
-// last line of its stderr, which fails the run at once rather than after
-// Config.RunTimeout.
-func (f *children) start(ctx context.Context, name string, cmd *exec.Cmd, parse func([]byte), onEvent func(pipeline.Event)) (*child, error) {
-	c := &child{name: name, cmd: cmd, stderr: &tailBuffer{max: 8 << 10}, done: make(chan struct{})}
-	c.cmd.Stderr = c.stderr
-	out, err := c.cmd.StdoutPipe()
+// start starts one of f's processes. A process that exits before stop
+// asks it to, while ctx is live, is reported to onEvent as a stopped event
+// with its error and the last line of its stderr, which fails the run at
+// once rather than after Config.RunTimeout.
+func (f *children) start(ctx context.Context, pc supervise.Config, onEvent func(pipeline.Event)) error {
+	p, err := supervise.Start(ctx, pc)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("bench: %w", err)
 	}
-	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bench: starting %s (%s): %w", c.name, cmd.Path, err)
-	}
+	c := &child{Proc: p}
 	f.procs = append(f.procs, c)
 	go func() {
-		c.read(out, parse)
+		<-p.Done()
 		if !c.stopping.Load() && ctx.Err() == nil {
 			why := "exit status 0"
-			if c.err != nil {
-				why = c.err.Error()
+			if err := p.Err(); err != nil {
+				why = err.Error()
 			}
 			onEvent(pipeline.Event{Time: time.Now(), Kind: pipeline.EventStopped,
-				Err: fmt.Sprintf("%s exited before the run ended (%s): %s", c.name, why, c.stderr.lastLine())})
+				Err: fmt.Sprintf("%s exited before the run ended (%s): %s", p.Name, why, p.StderrTail())})
 		}
 	}()
-	return c, nil
+	return nil
 }
 
-// copierEnv is the environment of job's Go copiers: this process's, the
-// connection's (Config.ChildEnv), and GOMAXPROCS set to the cell's threads
-// (Config.Threads), after any GOMAXPROCS of this process's environment.
+// copierEnv is what job's Go copiers add to this process's environment:
+// the connection's (Config.ChildEnv), and GOMAXPROCS set to the cell's
+// threads (Config.Threads), which wins over any GOMAXPROCS of this
+// process's environment.
 func copierEnv(cfg *Config, job copyJob) []string {
-	env := append(os.Environ(), cfg.ChildEnv...)
+	env := slices.Clone(cfg.ChildEnv)
 	if job.threads > 0 {
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(job.threads))
 	}
@@ -263,71 +248,30 @@ func dlqArgs(job copyJob, extra []string) []string {
 	return append([]string{"--dlq", job.dlq}, extra...)
 }
 
-func (c *child) read(out interface{ Read([]byte) (int, error) }, parse func([]byte)) {
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		parse(sc.Bytes())
-	}
-	c.err = c.cmd.Wait()
-	close(c.done)
-}
-
 func (f *children) cpu() time.Duration {
 	var sum time.Duration
 	for _, c := range f.procs {
-		sum += procCPU(c.cmd.Process.Pid)
+		sum += c.CPU()
 	}
 	return sum
 }
 
-// stop reads each child's peak RSS, then stops it. The peak is VmHWM from
-// /proc/<pid>/status, the high-water mark of the child's own address space
-// since exec; getrusage's maxrss of a child is no good here, because Linux
-// carries the parent's RSS at the time of the (vfork) exec into it, and the
-// parent holds the embedded broker.
+// stop reads each child's peak RSS (supervise.Proc.PeakRSS, the child's
+// own VmHWM), then asks them all to finish and waits, killing any that is
+// not gone after 30s.
 func (f *children) stop() (int64, error) {
 	var peak int64
 	for _, c := range f.procs {
-		peak = max(peak, procPeakRSS(c.cmd.Process.Pid))
+		peak = max(peak, c.PeakRSS())
 		c.stopping.Store(true)
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		_ = c.Signal(syscall.SIGTERM)
 	}
 	var first error
 	for _, c := range f.procs {
-		select {
-		case <-c.done:
-		case <-time.After(30 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.done
-		}
-		if c.err != nil && first == nil {
-			first = fmt.Errorf("%s exited with %v: %s", c.name, c.err, c.stderr.lastLine())
+		c.Stop(30 * time.Second)
+		if err := c.Err(); err != nil && first == nil {
+			first = fmt.Errorf("%s exited with %v: %s", c.Name, err, c.StderrTail())
 		}
 	}
 	return peak, first
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = t.buf[over:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) lastLine() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := bytes.Split(bytes.TrimSpace(t.buf), []byte("\n"))
-	return string(lines[len(lines)-1])
 }
