@@ -12,6 +12,7 @@ import (
 
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
+	"github.com/eosctl/eos/internal/wireformat"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -25,6 +26,7 @@ func newConsumeCmd(g *globals) *cobra.Command {
 		last    bool
 		timeout time.Duration
 		waitFor int
+		format  string
 	)
 	cmd := &cobra.Command{
 		Use:   "consume --topic TOPIC",
@@ -41,15 +43,32 @@ turns a changelog-style output (wordcount's counts, aggregate's updates) into
 its current totals. --wait-for N first waits, up to --read-timeout, until
 the topic exists and holds at least N records a read_committed consumer can
 read: for output a worker started a moment ago is still writing. It reads the whole topic into memory: it is for looking
-at results, not for bulk export. It joins no group and commits nothing.`,
+at results, not for bulk export. It joins no group and commits nothing.
+
+--format avro decodes values in the Confluent wire format (Avro) with their
+writer schemas from --schema-registry (or EOSCTL_SCHEMA_REGISTRY) and prints
+them as JSON; a value that does not decode is printed as it is, and named
+on stderr, and the command exits 1.`,
 		Example: `  eosctl consume --topic word-counts --last
   eosctl consume --topic orders-clean --max 2 --wait-for 2
   eosctl consume --topic spend-per-minute --json
-  eosctl consume --topic orders-dlq --headers`,
+  eosctl consume --topic orders-dlq --headers
+  eosctl consume --topic orders-avro-clean --format avro --max 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
 			ctx, stop := signalContext()
 			defer stop()
+			var dec *wireformat.Decoder
+			if format == "avro" {
+				cl, err := g.registryClient()
+				if err != nil {
+					return err
+				}
+				dec = wireformat.NewDecoder(cl, nil, nil)
+			}
 			c, err := g.connectAdmin(ctx)
 			if err != nil {
 				return err
@@ -67,8 +86,19 @@ at results, not for bulk export. It joins no group and commits nothing.`,
 			if limit > 0 && len(rs) > limit {
 				rs = rs[:limit]
 			}
+			undecodable := 0
+			if dec != nil {
+				if undecodable, err = decodeValues(ctx, dec, rs); err != nil {
+					return err
+				}
+			}
 			w := bufio.NewWriter(os.Stdout)
 			defer w.Flush()
+			defer func() {
+				if undecodable > 0 && err == nil {
+					err = fmt.Errorf("%d value(s) of %s are not Avro in the Confluent wire format (printed as they are)", undecodable, topic)
+				}
+			}()
 			for _, r := range rs {
 				if asJSON {
 					printJSONRecord(w, r)
@@ -93,8 +123,29 @@ at results, not for bulk export. It joins no group and commits nothing.`,
 	f.BoolVar(&last, "last", false, "print only the last record of each key")
 	f.DurationVar(&timeout, "read-timeout", time.Minute, "how long reading the topic (and waiting for --wait-for) may take")
 	f.IntVar(&waitFor, "wait-for", 0, "first wait until the topic exists and holds at least this many committed records")
+	f.StringVar(&format, "format", "json", "json (values as they are), or avro: decode the Confluent wire format with --schema-registry")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
+}
+
+// decodeValues replaces each wire-format Avro value by its JSON; values
+// that are not are left as they are, named on stderr and counted.
+func decodeValues(ctx context.Context, dec *wireformat.Decoder, rs []*kgo.Record) (int, error) {
+	bad := 0
+	for _, r := range rs {
+		js, err := dec.AppendJSON(ctx, nil, r.Value)
+		var bd *wireformat.BadDataError
+		switch {
+		case errors.As(err, &bd):
+			bad++
+			fmt.Fprintf(os.Stderr, "consume: %s[%d] offset %d: %s: %v\n", r.Topic, r.Partition, r.Offset, bd.Reason, bd.Err)
+		case err != nil:
+			return bad, err
+		default:
+			r.Value = js
+		}
+	}
+	return bad, nil
 }
 
 // readTopic reads topic as a read_committed consumer sees it. With

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/gctune"
 	"github.com/eosctl/eos/internal/testhook"
@@ -140,6 +142,9 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 			topo.Warn = func(w string) { cfg.Logger.Warn("topology configuration: " + w) }
 			topo.Output, topo.SchemaRegistry = cfg.Output, g.schemaRegistry()
 			transform, err := t.New(topo)
+			if errors.Is(err, eos.ErrUnreachable) {
+				return fmt.Errorf("topology %s: %w", t.Name, err) // the schema registry: exit 1, not bad input
+			}
 			if err != nil {
 				return usage(fmt.Errorf("topology %s: %w", t.Name, err))
 			}

@@ -54,6 +54,9 @@ type Config struct {
 	// Rate limits production to this many records per second; 0 means
 	// as fast as the client will go.
 	Rate int
+	// Encode, if set, turns each JSON value into what is written (Avro in
+	// the Confluent wire format, say); an error stops Produce.
+	Encode func(json []byte) ([]byte, error)
 	// Progress, if non-nil, is called with the number of acknowledged
 	// records about ten times a second and once more when Produce
 	// returns. Calls never overlap, and it must not block for long.
@@ -177,6 +180,13 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 			value = cfg.Values[i]
 		} else {
 			value = Value(key, ts, cfg.Size)
+		}
+		if cfg.Encode != nil {
+			var err error
+			if value, err = cfg.Encode(value); err != nil {
+				fail(fmt.Errorf("datagen: encoding record %d: %w", key, err))
+				break
+			}
 		}
 		cl.Produce(pctx, &kgo.Record{
 			Topic:     cfg.Topic,

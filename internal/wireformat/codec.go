@@ -143,7 +143,7 @@ func (e *Encoder) Register(ctx context.Context, cl *sr.Client, topic string) err
 	switch {
 	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
 	case err != nil:
-		return fmt.Errorf("%w: schema registry: subject %s: %v", eos.ErrUnreachable, subject, err)
+		return unreachable("subject %s: %v", subject, err)
 	default:
 		if old, perr := avro.Parse(latest.Schema.Schema); perr == nil {
 			if why := incompatible(e.schema, old); why != "" {
@@ -160,7 +160,7 @@ func (e *Encoder) Register(ctx context.Context, cl *sr.Client, topic string) err
 		if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
 			return eos.BadConfig("output_schema", "the registry refuses it under subject %s: %v", subject, err)
 		}
-		return fmt.Errorf("%w: schema registry: registering under %s: %v", eos.ErrUnreachable, subject, err)
+		return unreachable("registering under %s: %v", subject, err)
 	}
 	e.ids[topic] = uint32(ss.ID)
 	return nil

@@ -122,8 +122,19 @@ func fetch(ctx context.Context, cl *sr.Client, id int, warn func(string, ...any)
 		}
 		select {
 		case <-ctx.Done():
-			return s, fmt.Errorf("%w: schema registry: fetching schema id %d: %v (last: %v)", eos.ErrUnreachable, id, ctx.Err(), err)
+			return s, unreachable("fetching schema id %d: %v (last: %v)", id, ctx.Err(), err)
 		case <-time.After(retryBackoff):
 		}
 	}
+}
+
+// unreachableError is a registry that did not answer: it matches
+// eos.ErrUnreachable, with its own message (that one speaks of brokers).
+type unreachableError struct{ msg string }
+
+func (e *unreachableError) Error() string        { return e.msg }
+func (e *unreachableError) Is(target error) bool { return target == eos.ErrUnreachable }
+
+func unreachable(format string, args ...any) error {
+	return &unreachableError{"schema registry unreachable: " + fmt.Sprintf(format, args...)}
 }
