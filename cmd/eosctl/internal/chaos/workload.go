@@ -34,8 +34,8 @@ type workload interface {
 }
 
 // newWorkload returns the workload of a topology: "passthrough",
-// "aggregate", "sessions" (the aggregate topology with session windows) or
-// "dedup".
+// "aggregate", "sessions" (the aggregate topology with session windows),
+// "dedup" or "etl-join".
 func newWorkload(topology string) workload {
 	switch topology {
 	case topologyAggregate:
@@ -44,6 +44,8 @@ func newWorkload(topology string) workload {
 		return &aggregating{config: aggcheck.SessionConfig, newInput: aggcheck.NewSessionInput, judge: aggcheck.JudgeSessions}
 	case topologyDedup:
 		return &deduplicating{}
+	case topologyJoin:
+		return &joining{}
 	}
 	return &copying{}
 }
