@@ -85,7 +85,7 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 	for range b.N {
 		for _, m := range modes {
 			id := fmt.Sprintf("b%d", seq.Add(1))
-			bl := newBacklog(b, ctx, id, n/m.share)
+			bl := newBacklog(b, ctx, id, n/m.share, "")
 			runtime.GC()
 			top, err := Lookup(m.topo)
 			if err != nil {
@@ -139,10 +139,11 @@ type backlog struct {
 }
 
 // newBacklog starts a fresh embedded broker and writes n 100-byte datagen
-// records of 16 users to id-in, in 6 partitions. A fresh broker for every
+// records of 16 users to id-in, in 6 partitions, each with its key in the
+// header keyHeader too if that is set. A fresh broker for every
 // run: its in-memory log would otherwise grow the heap, and the GC's work,
 // for the modes that run later.
-func newBacklog(b *testing.B, ctx context.Context, id string, n int64) *backlog {
+func newBacklog(b *testing.B, ctx context.Context, id string, n int64, keyHeader string) *backlog {
 	b.Helper()
 	br, err := broker.Start(broker.Config{})
 	if err != nil {
@@ -154,7 +155,7 @@ func newBacklog(b *testing.B, ctx context.Context, id string, n int64) *backlog 
 		br.Close()
 		b.Fatal(err)
 	}
-	if _, err := datagen.Produce(ctx, cl, datagen.Config{Topic: id + "-in", Count: n, Size: 100, Partitions: 6}); err != nil {
+	if _, err := datagen.Produce(ctx, cl, datagen.Config{Topic: id + "-in", Count: n, Size: 100, Partitions: 6, KeyHeader: keyHeader}); err != nil {
 		b.Fatal(err)
 	}
 	return &backlog{br: br, cl: cl, opts: opts}

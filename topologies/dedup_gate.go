@@ -147,7 +147,8 @@ func (g *Gate) admit(in *pipeline.Record, key []byte, ts int64) (bool, error) {
 		p.expire()
 	}
 	h := p.tab.hash(key)
-	if e, ok := p.tab.lookup(key, h); ok && e > p.streamTime {
+	slot, found := p.tab.probe(key, h)
+	if found && p.tab.expiryAt(slot) > p.streamTime {
 		return false, nil
 	}
 	expiry := p.streamTime + g.retention
@@ -161,7 +162,7 @@ func (g *Gate) admit(in *pipeline.Record, key []byte, ts int64) (bool, error) {
 		}
 		p.open, p.pending = b, append(p.pending, b)
 	}
-	p.tab.add(p.open, key, h, expiry)
+	p.tab.addAt(slot, found, p.open, key, h, expiry)
 	if !p.touched {
 		p.touched = true
 		g.touched = append(g.touched, p)
@@ -292,6 +293,16 @@ func (p *gatePart) expire() {
 		n := copy(p.queue, p.queue[p.head:])
 		p.queue, p.head = p.queue[:n], 0
 	}
+}
+
+// footprint is the memory the Gate's tables take, in bytes (benchmarks
+// report it per key).
+func (g *Gate) footprint() int64 {
+	var n int64
+	for _, p := range g.parts {
+		n += p.tab.footprint() + int64(cap(p.queue)+cap(p.pending))*4
+	}
+	return n
 }
 
 // String describes the Gate, for logs.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math"
+	"unsafe"
 )
 
 // keyTable is the set of keys one partition of a Gate holds, each with its
@@ -94,57 +95,84 @@ func (b *keyBatch) entry(off int) (key []byte, expiry int64, next int) {
 	return b.data[k:e], b.base + int64(binary.BigEndian.Uint32(b.data[e:])), e + 4
 }
 
-// find returns the slot index holding key, or -1.
-func (t *keyTable) find(key []byte, h uint64) int {
+// probe returns the index of the slot holding key, and true; or, if the
+// table does not hold it, the index of the slot an insertion would take
+// (the first deletion marker on its path, or the empty slot ending it),
+// and false.
+func (t *keyTable) probe(key []byte, h uint64) (int, bool) {
 	mask := uint64(len(t.slots) - 1)
 	fp := fingerprint(h)
+	free := -1
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]
 		switch {
 		case s == slotEmpty:
-			return -1
-		case s != slotDeleted && s>>(offsetBits+batchBits) == fp:
+			if free < 0 {
+				free = int(i)
+			}
+			return free, false
+		case s == slotDeleted:
+			if free < 0 {
+				free = int(i)
+			}
+		case s>>(offsetBits+batchBits) == fp:
 			sl := uint64Slot(s)
 			if k, _, _ := t.batches[sl.batch()].entry(sl.off()); bytes.Equal(k, key) {
-				return int(i)
+				return int(i), true
 			}
 		}
 	}
 }
 
-// lookup returns the expiry of key, if the table holds it.
-func (t *keyTable) lookup(key []byte, h uint64) (int64, bool) {
-	i := t.find(key, h)
-	if i < 0 {
-		return 0, false
+// find returns the slot index holding key, or -1.
+func (t *keyTable) find(key []byte, h uint64) int {
+	if i, ok := t.probe(key, h); ok {
+		return i
 	}
+	return -1
+}
+
+// expiryAt is the expiry of the entry slot i points at.
+func (t *keyTable) expiryAt(i int) int64 {
 	sl := uint64Slot(t.slots[i])
 	_, e, _ := t.batches[sl.batch()].entry(sl.off())
-	return e, true
+	return e
+}
+
+// lookup returns the expiry of key, if the table holds it.
+func (t *keyTable) lookup(key []byte, h uint64) (int64, bool) {
+	i, ok := t.probe(key, h)
+	if !ok {
+		return 0, false
+	}
+	return t.expiryAt(i), true
 }
 
 // set points key's slot at the entry at off in batch b, replacing an older
 // entry of the same key if there is one (its bytes stay in their batch,
 // unreferenced, until that batch expires).
 func (t *keyTable) set(key []byte, h uint64, b uint32, off int) {
-	if i := t.find(key, h); i >= 0 {
+	i, found := t.probe(key, h)
+	t.setAt(i, found, h, b, off)
+}
+
+// setAt is set with the result of probe for the key: i and found.
+func (t *keyTable) setAt(i int, found bool, h uint64, b uint32, off int) {
+	if found {
 		t.slots[i] = slotOf(fingerprint(h), b, off)
 		return
 	}
-	if (t.used+1)*4 > len(t.slots)*3 {
+	if t.slots[i] == slotEmpty && (t.used+1)*4 > len(t.slots)*3 {
 		t.resize()
-	}
-	mask := uint64(len(t.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		if s := t.slots[i]; s == slotEmpty || s == slotDeleted {
-			if s == slotEmpty {
-				t.used++
-			}
-			t.slots[i] = slotOf(fingerprint(h), b, off)
-			t.live++
-			return
+		mask := uint64(len(t.slots) - 1)
+		for i = int(h & mask); t.slots[i] != slotEmpty; i = (i + 1) & int(mask) {
 		}
 	}
+	if t.slots[i] == slotEmpty {
+		t.used++
+	}
+	t.slots[i] = slotOf(fingerprint(h), b, off)
+	t.live++
 }
 
 // remove deletes key's slot if it points at the entry at off in batch b.
@@ -214,13 +242,19 @@ func (t *keyTable) fits(b uint32, n int, expiry int64) bool {
 
 // add appends key's entry to batch b (which fits it) and indexes it.
 func (t *keyTable) add(b uint32, key []byte, h uint64, expiry int64) {
+	i, found := t.probe(key, h)
+	t.addAt(i, found, b, key, h, expiry)
+}
+
+// addAt is add with the result of probe for the key: i and found.
+func (t *keyTable) addAt(i int, found bool, b uint32, key []byte, h uint64, expiry int64) {
 	bt := &t.batches[b]
 	off := len(bt.data)
 	bt.data = binary.AppendUvarint(bt.data, uint64(len(key)))
 	bt.data = append(bt.data, key...)
 	bt.data = binary.BigEndian.AppendUint32(bt.data, uint32(expiry-bt.base))
 	bt.maxExp = max(bt.maxExp, expiry)
-	t.set(key, h, b, off)
+	t.setAt(i, found, h, b, off)
 }
 
 // drop removes batch b's entries from the index and frees its number.
@@ -265,4 +299,14 @@ func (t *keyTable) load(name string, data []byte) (uint32, bool, error) {
 		off = next
 	}
 	return b, true, nil
+}
+
+// footprint is the memory the table takes, in bytes: its slots, its
+// batches' bytes (their capacity) and their records.
+func (t *keyTable) footprint() int64 {
+	n := int64(cap(t.slots))*8 + int64(cap(t.batches))*int64(unsafe.Sizeof(keyBatch{})) + int64(cap(t.free))*4
+	for i := range t.batches {
+		n += int64(cap(t.batches[i].data))
+	}
+	return n
 }

@@ -44,6 +44,10 @@ type Config struct {
 	// be len(Values) and Size is not used. Keys are the same sequence
 	// numbers, so verify judges a copy of them as of any other input.
 	Values [][]byte
+	// KeyHeader, if set, names a header every record carries its key in
+	// as well: an event id, as the dedup topology keyed by a header reads
+	// it (key: {header: NAME}), without parsing the value.
+	KeyHeader string
 	// Size is the exact size in bytes of every record value, see [Value].
 	// If it is smaller than a record's minimal encoding the value is not
 	// padded; 0 therefore means minimal values.
@@ -188,12 +192,16 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 				break
 			}
 		}
-		cl.Produce(pctx, &kgo.Record{
+		r := &kgo.Record{
 			Topic:     cfg.Topic,
 			Key:       strconv.AppendInt(nil, key, 10),
 			Value:     value,
 			Timestamp: ts,
-		}, promise)
+		}
+		if cfg.KeyHeader != "" {
+			r.Headers = []kgo.RecordHeader{{Key: cfg.KeyHeader, Value: r.Key}}
+		}
+		cl.Produce(pctx, r, promise)
 	}
 	// Flush even when the caller's context is canceled (bounded, not
 	// forever): every outstanding promise must have run so that Result
