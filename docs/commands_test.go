@@ -49,11 +49,33 @@ var buildCommand = regexp.MustCompile(`(^|[\s;&|(])(go|make) `)
 // brokerCommand finds a block that starts its own embedded broker.
 var brokerCommand = regexp.MustCompile(`(^|[\s;&|(])eosctl broker `)
 
+// registryCommand finds a block that runs the Schema Registry launcher.
+var registryCommand = regexp.MustCompile(`scripts/registry (start|stop|status|env)`)
+
+// withRegistry points a block's scripts/registry commands at a port and a
+// directory of the block's own (a free port instead of 8081, so that blocks
+// run side by side and beside a registry the user runs), and stops the
+// registry when the test ends whatever the block did: the launcher detaches
+// it from the block's process group.
+func withRegistry(t *testing.T, root, script string) string {
+	port, err := broker.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, _ := strings.Cut(port, ":")
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		_ = exec.Command(filepath.Join(root, "scripts", "registry"), "stop", "--dir", dir).Run()
+	})
+	return registryCommand.ReplaceAllString(script, "scripts/registry $1 --port "+p+" --dir "+dir)
+}
+
 // TestEveryCommandBlockInTheDocsRuns runs every shell block of README.md and
 // docs/*.md as written, each in a bash of its own with the eosctl under test
 // first on the PATH, against an embedded broker of its own: the one the
 // block starts (`eosctl broker`, moved to a free port), or one the test
-// starts and names in EOSCTL_BROKERS; a block that names EOS_TEST_POSTGRES
+// starts and names in EOSCTL_BROKERS; a block that runs scripts/registry
+// gets a Schema Registry of its own (a free port, its own directory); a block that names EOS_TEST_POSTGRES
 // gets it set to a fresh database on a real PostgreSQL. A block fails when bash exits non-zero,
 // when anything it started (a background worker too) printed an "eosctl: "
 // error it does not show, or when it runs past blockTimeout; the failure
@@ -140,7 +162,11 @@ func runBlock(t *testing.T, root, binDir string, b block) {
 	// in the repository: Go's build cache is keyed by the source directory,
 	// and a fresh one would recompile every package of the module.
 	dir := t.TempDir()
-	if buildCommand.MatchString(script) {
+	if registryCommand.MatchString(script) {
+		script = withRegistry(t, root, script)
+	}
+	if buildCommand.MatchString(script) || registryCommand.MatchString(script) {
+		// scripts/registry builds its launcher with go.
 		dir = root
 	} else {
 		linkEntries(t, root, dir)
