@@ -44,6 +44,7 @@ import (
 //
 //	go test ./topologies -run '^$' -bench TopologyThroughput -benchtime 5x
 //	EOS_BENCH_MODES=passthrough,aggregate go test ./topologies -run '^$' -bench TopologyThroughput -benchtime 5x
+//	EOS_BENCH_MODES=passthrough,aggregate,aggregate-no-preaggregate,aggregate-sessions go test ./topologies -run '^$' -bench TopologyThroughput -benchtime 5x
 func BenchmarkTopologyThroughput(b *testing.B) {
 	n := benchRecords()
 	dir := b.TempDir()
@@ -62,6 +63,19 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 	if err := os.WriteFile(aggMany, []byte(strings.Replace(fmt.Sprintf(body, true), "group_by: user", "group_by: seq % 100000", 1)), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	// Session windows of each user's records (a gap of 1s: datagen's users
+	// are active all through a backlog, so each one's session grows until
+	// the end), and the same tumbling windows without the combiner, which
+	// sessions do not use: every record goes through the repartition topic
+	// alone in both.
+	aggSessions := filepath.Join(dir, "agg-sessions.yaml")
+	if err := os.WriteFile(aggSessions, []byte(strings.Replace(fmt.Sprintf(body, true), "window: {size: 1s, grace: 5s}", "window: {session_gap: 1s, grace: 5s}", 1)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	aggNoPreagg := filepath.Join(dir, "agg-nopreagg.yaml")
+	if err := os.WriteFile(aggNoPreagg, fmt.Appendf(nil, body+"preaggregate: false\n", true), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	type mode struct {
 		name, topo, cfg, repart string
 		share                   int64 // drains n/share records
@@ -72,6 +86,8 @@ func BenchmarkTopologyThroughput(b *testing.B) {
 		{"aggregate", "aggregate", aggCfg, "windows", 1},
 		{"aggregate-no-repartition", "aggregate", aggLocal, "", 1},
 		{"aggregate-100k-groups", "aggregate", aggMany, "windows", 1},
+		{"aggregate-no-preaggregate", "aggregate", aggNoPreagg, "windows", 1},
+		{"aggregate-sessions", "aggregate", aggSessions, "windows", 1},
 		{"wordcount", "wordcount", "", "counts", 10}, // ≈13 repartitioned words a record
 	}
 	if only := os.Getenv("EOS_BENCH_MODES"); only != "" { // e.g. passthrough,aggregate

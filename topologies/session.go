@@ -228,11 +228,16 @@ func (s *Sessioniser) add(st kv, key string, ts int64, acc []byte, emit func(Ses
 		j++
 	}
 	merged := session{start: ts, end: ts}
+	var macc []byte // the merged sessions' accumulator: the store's own while it is one
 	for _, x := range k.open[i:j] {
 		merged.start, merged.end = min(merged.start, x.start), max(merged.end, x.end)
-		merged.acc = s.merge(merged.acc, x.acc)
+		if macc == nil {
+			macc = x.acc
+		} else {
+			macc = s.merge(macc, x.acc)
+		}
 	}
-	merged.acc = s.merge(merged.acc, acc)
+	merged.acc = s.merge(macc, acc)
 	for _, x := range k.open[i:j] {
 		if x.start != merged.start {
 			emit(SessionEvent{Kind: SessionRetract, Key: key, Start: time.UnixMilli(x.start), End: time.UnixMilli(x.end), Acc: x.acc})
