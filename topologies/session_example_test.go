@@ -10,15 +10,21 @@ import (
 	"github.com/eosctl/eos/topologies"
 )
 
+// addCounts merges two view counts into a new accumulator (acc nil: a copy
+// of add); the store holds both, so neither is modified.
+func addCounts(acc, add []byte) []byte {
+	var n uint64
+	if acc != nil {
+		n = binary.BigEndian.Uint64(acc)
+	}
+	return binary.BigEndian.AppendUint64(nil, n+binary.BigEndian.Uint64(add))
+}
+
 // pageViews is a custom processor that counts each user's page views per
 // activity session (the record key is the user, its timestamp the view's
 // time) with a Sessioniser: it declares the Sessioniser's store, adds each
 // record's accumulator in Process, and writes every session's final count.
 type pageViews struct{ sessions *topologies.Sessioniser }
-
-func (p *pageViews) Declare() pipeline.Declaration {
-	return pipeline.Declaration{Stores: []string{p.sessions.Store()}, DeadLetters: true}
-}
 
 func (p *pageViews) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
 	one := binary.BigEndian.AppendUint64(nil, 1)
@@ -33,14 +39,8 @@ func (p *pageViews) Process(_ context.Context, in *pipeline.Record, out pipeline
 	})
 }
 
-// addCounts merges two view counts into a new accumulator (acc nil: a copy
-// of add); the store holds both, so neither is modified.
-func addCounts(acc, add []byte) []byte {
-	var n uint64
-	if acc != nil {
-		n = binary.BigEndian.Uint64(acc)
-	}
-	return binary.BigEndian.AppendUint64(nil, n+binary.BigEndian.Uint64(add))
+func (p *pageViews) Declare() pipeline.Declaration {
+	return pipeline.Declaration{Stores: []string{p.sessions.Store()}, DeadLetters: true}
 }
 
 // A Sessioniser in a custom Transform: page views per user and session of

@@ -298,10 +298,8 @@ func TestAggregateSessionUpdatesRetractMergedSessions(t *testing.T) {
 	var retractions, finals []*kgo.Record
 	for _, r := range e.read(app + "-out") {
 		var v struct {
-			Key       string
-			Start     int64
+			aggcheck.Window
 			Retracted bool
-			Final     bool
 		}
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			t.Fatalf("result %q: %v", r.Value, err)

@@ -39,7 +39,11 @@ time: ts
 window:
   size: 5s
   grace: 10m
-aggregations:
+` + aggregations
+
+// aggregations are the aggregations of Config and SessionConfig, the fields
+// of a [Window].
+const aggregations = `aggregations:
   orders: count()
   total: sum(amount)
   smallest: min(amount)

@@ -20,13 +20,7 @@ time: ts
 window:
   session_gap: 1s
   grace: 10m
-aggregations:
-  orders: count()
-  total: sum(amount)
-  smallest: min(amount)
-  biggest: max(amount)
-  mean: avg(amount)
-`
+` + aggregations
 
 // SessionGap is session_gap of [SessionConfig], in ms.
 const SessionGap = 1000
@@ -62,10 +56,7 @@ func Sessionise(evs []Event, gap int64) map[string]Window {
 				w = Window{Key: g, Start: e.TS, Smallest: math.Inf(1), Biggest: math.Inf(-1), Final: true}
 			}
 			w.End = e.TS
-			w.Orders++
-			w.Total += e.Amount
-			w.Smallest, w.Biggest = min(w.Smallest, e.Amount), max(w.Biggest, e.Amount)
-			w.Mean = w.Total / float64(w.Orders)
+			w.add(e.Amount)
 		}
 		out[w.ID()] = w
 	}
@@ -124,11 +115,16 @@ func tumbling(evs []Event) map[string]Window {
 		if prev, ok := out[w.ID()]; ok {
 			w = prev
 		}
-		w.Orders++
-		w.Total += e.Amount
-		w.Smallest, w.Biggest = min(w.Smallest, e.Amount), max(w.Biggest, e.Amount)
-		w.Mean = w.Total / float64(w.Orders)
+		w.add(e.Amount)
 		out[w.ID()] = w
 	}
 	return out
+}
+
+// add folds a record's amount into the window.
+func (w *Window) add(amount float64) {
+	w.Orders++
+	w.Total += amount
+	w.Smallest, w.Biggest = min(w.Smallest, amount), max(w.Biggest, amount)
+	w.Mean = w.Total / float64(w.Orders)
 }
