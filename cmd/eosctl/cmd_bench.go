@@ -161,6 +161,15 @@ consumed the input and the repartition topic; there is no latency phase
 (a result is written when its window closes, ten minutes of event time
 later), so e2e shows "-".
 
+--topology dedup (mode eos only) runs the dedup topology keyed by a header
+(key: {header: event-id}, retention 24h) over a backlog whose records carry
+their distinct seq in that header: every record passes and every key is
+held at the end, so --records is the number of keys held (peak RSS is the
+worker's memory for them). verify must find every key exactly once, in
+order. A worker with state reads one input, so there is no latency phase
+and e2e shows "-". Run --topology passthrough,dedup --modes eos for the
+ratio.
+
 Output: a progress bar on a terminal, a table at the end of the essential
 columns (--wide for every column: ratio spreads, txn/s, flush, overhead,
 e2e max), and on request
@@ -176,6 +185,8 @@ extension; repeatable).`,
   # eos beside Kafka Streams on a real Apache Kafka cluster (scripts/kafka start), interleaved;
   # the live records' rate well under Kafka Streams' throughput, or its latency measures a queue:
   eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000
+  # dedup holding 10,000,000 keys beside passthrough on the same machine:
+  eosctl bench --topology passthrough,dedup --modes eos --sizes 100 --intervals 100ms --records 10000000 --repeat 3
   # the aggregate (count/sum/min/max/avg per user per 5 s window), both outputs judged window by window:
   eosctl --brokers 127.0.0.1:9092 bench --topology aggregate --modes eos,kstreams --intervals 100ms --records 500000 --repeat 3
   # the same with and without eos's pre-aggregation: the design and the engine apart

@@ -110,7 +110,7 @@ func (m Mode) isEOS() bool { return m == ModeEOS || m == ModeEOSNoPreagg }
 // RunsOn reports whether the mode can run topology: the copy loops
 // (baseline, bare, the Java loops) keep no state and run passthrough only,
 // eos-nopreagg exists for the aggregate alone, eos and Kafka Streams run
-// both. Config.Validate refuses a mode that does not; a command running
+// both, and dedup runs in eos alone. Config.Validate refuses a mode that does not; a command running
 // several topologies keeps for each the modes that do.
 func (m Mode) RunsOn(topology string) bool {
 	switch topology {
@@ -118,6 +118,8 @@ func (m Mode) RunsOn(topology string) bool {
 		return m.isEOS() || m.kstreams()
 	case "passthrough":
 		return m != ModeEOSNoPreagg
+	case topologyDedup:
+		return m == ModeEOS
 	}
 	return false
 }
@@ -259,8 +261,9 @@ type Config struct {
 	Workers int
 	// Repeat is the number of rounds; default 3.
 	Repeat int
-	// Topology is passthrough (the default; every run judged as a copy) or
-	// aggregate (judged by aggcheck.Judge); the other built-in
+	// Topology is passthrough (the default; every run judged as a copy),
+	// aggregate (judged by aggcheck.Judge) or dedup (eos mode only, over
+	// distinct keys, judged as a copy: see dedup.go); the other built-in
 	// topologies have no judge here.
 	// The aggregate topology runs under aggcheck.Config on
 	// aggcheck.Input and is judged by aggcheck.Judge; see
@@ -490,12 +493,19 @@ func (c *Config) validate() error {
 	if _, err := topologies.Lookup(c.Topology); err != nil {
 		return eos.BadConfig("bench.Config.Topology", "%w", err)
 	}
-	if c.Topology != "passthrough" && c.Topology != topologyAggregate {
-		// Every run is judged before its figures count: a copy by
-		// verify.Run, an aggregate by aggcheck.Judge. etl and
-		// wordcount output is neither, so a run could not be told from a
-		// broken one.
-		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough and aggregate topologies, whose output it can judge exactly once; %s's output has no judge here", c.Topology)
+	if c.Topology != "passthrough" && c.Topology != topologyAggregate && c.Topology != topologyDedup {
+		// Every run is judged before its figures count: a copy (and a
+		// dedup of distinct keys) by verify.Run, an aggregate by
+		// aggcheck.Judge. etl and wordcount output is neither, so a run
+		// could not be told from a broken one.
+		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough, aggregate and dedup topologies, whose output it can judge exactly once; %s's output has no judge here", c.Topology)
+	}
+	if c.Topology == topologyDedup {
+		for _, m := range c.Modes {
+			if m != ModeEOS {
+				return eos.BadConfig("bench.Config.Modes", "the dedup topology runs in the eos mode only (no copy loop keeps state, and there is no Kafka Streams peer for it): drop %s from the modes", m)
+			}
+		}
 	}
 	if c.Topology == topologyAggregate {
 		if c.Records > aggcheck.MaxRecords {

@@ -238,6 +238,9 @@ func writeNotes(w io.Writer, r *Report) {
 	if p.Topology == topologyAggregate {
 		fmt.Fprintln(w, "aggregate: aggcheck.Input (orders, late records, poison pills; size -), judged by aggcheck.Judge (every window and dead letter exactly once); no e2e latency: a window's result is written when its grace period has passed in event time, so the delay from an order to its result is the input's, not the processor's")
 	}
+	if p.Topology == topologyDedup {
+		fmt.Fprintf(w, "dedup: %s, every record a distinct key (held to the end), judged by verify (every key exactly once, in order); no e2e latency: a worker with state reads one input, so there is no live input\n", strings.TrimSpace(strings.ReplaceAll(dedupConfig, "\n", "; ")))
+	}
 	for _, c := range r.Cells {
 		if c.EOSVsNoPreagg > 0 {
 			fmt.Fprintf(w, "threads %d, %s: eos / eos-nopreagg %.3f (what pre-aggregating before the repartition topic is worth)", c.Threads, c.Interval, c.EOSVsNoPreagg)
@@ -250,7 +253,7 @@ func writeNotes(w io.Writer, r *Report) {
 	few := false
 	for _, c := range r.Cells {
 		for _, run := range c.Runs {
-			few = few || (p.Topology != topologyAggregate && run.E2ESamples < e2eMinSamples(0.999))
+			few = few || (!noLatencyPhase(p.Topology) && run.E2ESamples < e2eMinSamples(0.999))
 		}
 	}
 	if few {
@@ -279,7 +282,7 @@ func writeNotes(w io.Writer, r *Report) {
 	var queued []string
 	for _, c := range r.Cells {
 		for _, run := range c.Runs {
-			if p.Topology != topologyAggregate && p.LatencyRate > 0 && run.RPS > 0 && float64(p.LatencyRate) > run.RPS/2 {
+			if !noLatencyPhase(p.Topology) && p.LatencyRate > 0 && run.RPS > 0 && float64(p.LatencyRate) > run.RPS/2 {
 				queued = append(queued, fmt.Sprintf("%s/%s/%d round %d (%s rec/s)", run.Mode, run.Interval, run.Size, run.Round, grouped(run.RPS)))
 			}
 		}

@@ -33,7 +33,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	b := &bencher{cfg: &cfg, started: time.Now()}
-	if cfg.Topology == topologyAggregate {
+	if cfg.Topology == topologyAggregate || cfg.Topology == topologyDedup {
 		// The eos workers read the topology's configuration from a file,
 		// as `eosctl run aggregate --config` does.
 		dir, err := os.MkdirTemp("", "eosbench-")
@@ -41,7 +41,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		if b.aggConfig, b.aggConfigNoPreagg, err = writeAggregateConfig(dir); err != nil {
+		if cfg.Topology == topologyDedup {
+			b.dedupConfig, err = writeDedupConfig(dir)
+		} else {
+			b.aggConfig, b.aggConfigNoPreagg, err = writeAggregateConfig(dir)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -98,8 +103,10 @@ type bencher struct {
 	// aggConfigNoPreagg is aggConfig with preaggregate: false, for
 	// ModeEOSNoPreagg.
 	aggConfigNoPreagg string
-	aggInput          *aggcheck.Input
-	aggMeanBytes      float64
+	// dedupConfig is the dedup workers' configuration file (dedup.go).
+	dedupConfig  string
+	aggInput     *aggcheck.Input
+	aggMeanBytes float64
 }
 
 func (b *bencher) connect(ctx context.Context) error {
@@ -175,7 +182,7 @@ func (b *bencher) produceInputs(ctx context.Context) error {
 				b.cfg.Progress(Progress{Phase: "input", Size: size, Done: done, Total: total, Elapsed: time.Since(start), Runs: b.totalRuns()})
 			}
 		}
-		if _, err := datagen.Produce(ctx, b.adm, datagen.Config{Topic: topic, Count: n, Size: size, Partitions: b.cfg.Partitions, Progress: progress}); err != nil {
+		if _, err := datagen.Produce(ctx, b.adm, datagen.Config{Topic: topic, Count: n, Size: size, Partitions: b.cfg.Partitions, Progress: progress, KeyHeader: b.keyHeader()}); err != nil {
 			return fmt.Errorf("bench: producing the %d-byte input: %w", size, err)
 		}
 		b.inputs[size] = topic
@@ -272,6 +279,11 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 		}
 		name = fmt.Sprintf("run %d/%d (round %d, %s, %s, aggregate, %d threads)", b.runNo, b.totalRuns(), round, mode, cellIv, threads)
 	}
+	dedup := b.cfg.Topology == topologyDedup
+	if dedup {
+		// One input: no live records (dedup.go).
+		job.inputs, job.config = job.inputs[:1], b.dedupConfig
+	}
 	b.groups = append(b.groups, stem)
 	if job.warmup != "" {
 		b.groups = append(b.groups, stem+"-warmup")
@@ -285,7 +297,7 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 			return res, err
 		}
 	}
-	if aggregate {
+	if aggregate || dedup {
 		// The copiers' internal topics too (repartition, changelogs).
 		defer b.deleteRunTopics(ctx, stem)
 	} else if job.warmup != "" {
@@ -358,7 +370,8 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 		if err := b.verify(ctx, &res, job); err != nil {
 			return res, fmt.Errorf("bench: %s: %w", name, err)
 		}
-
+	}
+	if !aggregate && !dedup {
 		dur := b.cfg.latencyDuration(cellIv)
 		probe := &latencyProbe{opts: b.opts, mode: mode, input: job.inputs[1], output: job.output, size: size,
 			rate: b.cfg.LatencyRate, duration: dur, firstSeq: res.Records}

@@ -1,0 +1,54 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosctl/eos/internal/eosctltest"
+)
+
+// `eosctl bench --topology dedup` on the embedded broker, its worker a
+// child process as eosctl bench runs it: the backlog carries every key in
+// the event-id header, the worker de-duplicates by it, and verify finds
+// every key exactly once in order; throughput, CPU and the worker's peak
+// RSS are measured, latency is not ("-" in the table). A mode that keeps no
+// state is refused before anything runs.
+func TestDedupBenchJudgesEveryKeyExactlyOnce(t *testing.T) {
+	bad := Config{Topology: topologyDedup, Modes: []Mode{ModeEOS, ModeBare}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "eos mode only") {
+		t.Fatalf("dedup with the bare mode: got %v, want a refusal naming the eos mode", err)
+	}
+	bin, cleanup, err := eosctltest.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	cfg := Config{Modes: []Mode{ModeEOS}, Topology: topologyDedup, Intervals: []Interval{{Fixed: 100 * time.Millisecond}},
+		Sizes: []int{100}, Records: 20_000, Partitions: 3, Repeat: 1, RunTimeout: time.Minute, Bin: bin}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Cells) != 1 || len(rep.Cells[0].Runs) != 1 {
+		t.Fatalf("got %+v, want one cell with one eos run", rep.Cells)
+	}
+	r := rep.Cells[0].Runs[0]
+	if !r.Verified || r.Duplicates != 0 || r.Missing != 0 || r.Records != 20_000 {
+		t.Fatalf("the dedup run was not judged exactly once: %+v", r)
+	}
+	if r.RPS <= 0 || r.CPUSeconds <= 0 || r.PeakRSSMiB <= 0 || r.Commits == 0 || r.E2ESamples != 0 {
+		t.Errorf("drain figures missing, or a latency phase that should not be: %+v", r)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "dedup: topology: dedup") {
+		t.Errorf("the table does not say what the dedup runs were:\n%s", table.String())
+	}
+}
