@@ -189,8 +189,8 @@ func TestAggregateBenchRunsEOSWithAndWithoutPreaggregation(t *testing.T) {
 			t.Errorf("eos consumed %d records for 3000 orders: nothing was pre-aggregated", r.CommittedRec)
 		}
 	}
-	if c.EOSNoPreaggRPS <= 0 || c.EOSVsNoPreagg <= 0 {
-		t.Fatalf("cell: eos-nopreagg %.0f rec/s, eos/eos-nopreagg %.3f", c.EOSNoPreaggRPS, c.EOSVsNoPreagg)
+	if c.Modes[ModeEOSNoPreagg].RPS <= 0 || c.Ratio(ModeEOS, ModeEOSNoPreagg).Median <= 0 {
+		t.Fatalf("cell: eos-nopreagg %.0f rec/s, eos/eos-nopreagg %.3f", c.Modes[ModeEOSNoPreagg].RPS, c.Ratio(ModeEOS, ModeEOSNoPreagg).Median)
 	}
 	var table bytes.Buffer
 	if err := WriteTable(&table, rep); err != nil {

@@ -122,14 +122,20 @@ func checkCell(t *testing.T, c Cell, cfg Config) {
 		ratios = append(ratios, e.RPS/b.RPS)
 		bareRatios = append(bareRatios, e.RPS/x.RPS)
 	}
-	if want := median(ratios); math.Abs(c.Ratio-want) > 1e-12 {
-		t.Fatalf("cell %s: ratio %v, but the median of the per-round eos/baseline ratios is %v", c.Interval, c.Ratio, want)
+	ratio, bareRatio, bare := c.Ratio(ModeEOS, ModeBaseline), c.Ratio(ModeEOS, ModeBare), c.Modes[ModeBare]
+	if want := median(ratios); math.Abs(ratio.Median-want) > 1e-12 {
+		t.Fatalf("cell %s: ratio %v, but the median of the per-round eos/baseline ratios is %v", c.Interval, ratio.Median, want)
 	}
-	if want := median(bareRatios); math.Abs(c.BareRatio-want) > 1e-12 || c.BareRPS <= 0 || c.BareCPUSecPerM <= 0 {
-		t.Fatalf("cell %s: eos/bare %v (bare %.0f rec/s, %.2f CPU s/M), but the median of the per-round ratios is %v", c.Interval, c.BareRatio, c.BareRPS, c.BareCPUSecPerM, want)
+	if want := median(bareRatios); math.Abs(bareRatio.Median-want) > 1e-12 || bare.RPS <= 0 || bare.CPUSecPerM <= 0 {
+		t.Fatalf("cell %s: eos/bare %v (bare %.0f rec/s, %.2f CPU s/M), but the median of the per-round ratios is %v", c.Interval, bareRatio.Median, bare.RPS, bare.CPUSecPerM, want)
 	}
-	if math.Abs(c.LossPct-(1-c.Ratio)*100) > 1e-9 || c.RatioMin > c.Ratio || c.RatioMax < c.Ratio {
-		t.Fatalf("cell %s: loss %.3f%%, ratio %.3f in [%.3f, %.3f]", c.Interval, c.LossPct, c.Ratio, c.RatioMin, c.RatioMax)
+	if math.Abs(c.LossPct-(1-ratio.Median)*100) > 1e-9 || ratio.Min > ratio.Median || ratio.Max < ratio.Median {
+		t.Fatalf("cell %s: loss %.3f%%, ratio %+v", c.Interval, c.LossPct, ratio)
+	}
+	for _, m := range []Mode{ModeBaseline, ModeBare, ModeEOS} {
+		if f := c.Modes[m]; f.Runs != cfg.Repeat || f.Verified != cfg.Repeat || f.RPS <= 0 || f.CommitP99Ms <= 0 || f.E2EP99Ms <= 0 || f.PeakRSSMiB <= 0 {
+			t.Fatalf("cell %s: %s figures %+v", c.Interval, m, f)
+		}
 	}
 	if c.Interval == "auto" {
 		b, _ := findRun(c.Runs, 1, ModeBaseline)
@@ -170,13 +176,24 @@ func checkJSON(t *testing.T, path string, rep *Report) {
 	if len(doc.Cells) != len(rep.Cells) {
 		t.Fatalf("bench.json has %d cells, want %d", len(doc.Cells), len(rep.Cells))
 	}
-	for _, k := range []string{"interval", "size", "baseline_rps", "eos_rps", "bare_rps", "eos_vs_bare", "bare_commit_p99_ms", "bare_cpu_s_per_m", "ratio", "commit_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "runs"} {
+	for _, k := range []string{"interval", "size", "modes", "ratios", "loss_pct", "runs"} {
 		if _, ok := doc.Cells[0][k]; !ok {
 			t.Errorf("bench.json cells lack %q", k)
 		}
 	}
-	if got := doc.Cells[0]["ratio"].(float64); got != rep.Cells[0].Ratio {
-		t.Errorf("bench.json ratio %v, report %v", got, rep.Cells[0].Ratio)
+	modes, _ := doc.Cells[0]["modes"].(map[string]any)
+	for _, m := range []string{"baseline", "bare", "eos"} {
+		f, _ := modes[m].(map[string]any)
+		for _, k := range []string{"rps", "commit_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "cpu_s_per_m", "peak_rss_mib"} {
+			if _, ok := f[k]; !ok {
+				t.Errorf("bench.json cells' %s figures lack %q", m, k)
+			}
+		}
+	}
+	ratios, _ := doc.Cells[0]["ratios"].(map[string]any)
+	r, _ := ratios["eos/baseline"].(map[string]any)
+	if got, _ := r["median"].(float64); got != rep.Cells[0].Ratio(ModeEOS, ModeBaseline).Median {
+		t.Errorf("bench.json ratio %v, report %v", got, rep.Cells[0].Ratio(ModeEOS, ModeBaseline))
 	}
 }
 
@@ -200,9 +217,13 @@ func checkCSV(t *testing.T, path string, rep *Report) {
 	}
 	for i, c := range rep.Cells {
 		row := rows[i+1]
-		ratio, err := strconv.ParseFloat(row[col["ratio"]], 64)
-		if err != nil || ratio != c.Ratio || row[col["interval"]] != c.Interval {
-			t.Fatalf("bench.csv row %d: %v (ratio %q), want interval %s ratio %v", i+1, row, row[col["ratio"]], c.Interval, c.Ratio)
+		ratio, err := strconv.ParseFloat(row[col["eos_vs_baseline"]], 64)
+		want := c.Ratio(ModeEOS, ModeBaseline).Median
+		if err != nil || ratio != want || row[col["interval"]] != c.Interval {
+			t.Fatalf("bench.csv row %d: %v (ratio %q), want interval %s ratio %v", i+1, row, row[col["eos_vs_baseline"]], c.Interval, want)
+		}
+		if rps, err := strconv.ParseFloat(row[col["bare_rps"]], 64); err != nil || rps != c.Modes[ModeBare].RPS {
+			t.Fatalf("bench.csv row %d: bare_rps %q, want %v", i+1, row[col["bare_rps"]], c.Modes[ModeBare].RPS)
 		}
 	}
 }

@@ -144,21 +144,21 @@ func chartPlots(r *Report) (rps, loss *plot.Plot, err error) {
 				ticks = append(ticks, plot.Tick{Value: x, Label: c.Interval})
 			}
 			if auto {
-				autoRPS = append(autoRPS, plotter.XY{X: x, Y: c.EOSRPS})
+				autoRPS = append(autoRPS, plotter.XY{X: x, Y: c.Modes[ModeEOS].RPS})
 				autoLoss = append(autoLoss, plotter.XY{X: x, Y: clamp(c.LossPct)})
 				continue
 			}
-			for m, v := range map[Mode]float64{ModeEOS: c.EOSRPS, ModeBaseline: c.BaselineRPS, ModeBare: c.BareRPS,
-				ModeKStreams: c.KStreamsRPS, ModeEOSNoPreagg: c.EOSNoPreaggRPS} {
-				if v > 0 {
+			for _, m := range []Mode{ModeEOS, ModeBaseline, ModeBare, ModeKStreams, ModeEOSNoPreagg} {
+				if v := c.Modes[m].RPS; v > 0 {
 					lines[m] = append(lines[m], plotter.XY{X: x, Y: v})
 				}
 			}
-			if c.BaselineRPS > 0 && c.EOSRPS > 0 {
+			eos := c.Modes[ModeEOS].RPS
+			if c.Modes[ModeBaseline].RPS > 0 && eos > 0 {
 				lossPts = append(lossPts, plotter.XY{X: x, Y: clamp(c.LossPct)})
 			}
-			if c.BareRPS > 0 && c.EOSRPS > 0 {
-				bareLoss = append(bareLoss, plotter.XY{X: x, Y: clamp((1 - c.BareRatio) * 100)})
+			if c.Modes[ModeBare].RPS > 0 && eos > 0 {
+				bareLoss = append(bareLoss, plotter.XY{X: x, Y: clamp((1 - c.Ratio(ModeEOS, ModeBare).Median) * 100)})
 			}
 		}
 		dashes := sizeDashes[i%len(sizeDashes)]
@@ -231,7 +231,7 @@ func sortXY(xys plotter.XYs) plotter.XYs {
 // interval, or for auto the interval it settled on.
 func cellX(c Cell) (x float64, auto bool) {
 	if c.Interval == "auto" {
-		return c.OpenP50Ms, true
+		return c.Modes[ModeEOS].OpenP50Ms, true
 	}
 	d, err := time.ParseDuration(c.Interval)
 	if err != nil {

@@ -113,10 +113,10 @@ func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
 			t.Errorf("%s run has commit figures the JVM peer never reported: %+v", r.Mode, r)
 		}
 	}
-	if len(cell.Peers) != 2 || cell.Peers[0].Mode != ModeJavaLoop || cell.Peers[0].EOSVs <= 0 || cell.Peers[1].RPS <= 0 {
-		t.Errorf("the cell lacks the javaloop figures: %+v", cell.Peers)
+	if cell.Ratio(ModeEOS, ModeJavaLoop).Median <= 0 || cell.Modes[ModeJavaLoopDefaults].RPS <= 0 {
+		t.Errorf("the cell lacks the javaloop figures: %+v", cell.Modes)
 	}
-	if cell.KStreamsRPS <= 0 || cell.EOSVsKStreams <= 0 || cell.KStreamsPeakRSSMiB <= 0 || cell.KStreamsCPUSecPerM <= 0 {
+	if ks := cell.Modes[ModeKStreams]; ks.RPS <= 0 || cell.Ratio(ModeEOS, ModeKStreams).Median <= 0 || ks.PeakRSSMiB <= 0 || ks.CPUSecPerM <= 0 {
 		t.Errorf("the cell lacks the kstreams figures: %+v", cell)
 	}
 	var wide bytes.Buffer
@@ -161,7 +161,7 @@ func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
 			t.Errorf("aggregate kstreams run has commit figures Kafka Streams never reported, or not 1 thread and eos's settings: %+v", r)
 		}
 	}
-	if c := arep.Cells[0]; c.KStreamsRPS <= 0 || c.EOSVsKStreams <= 0 {
+	if c := arep.Cells[0]; c.Modes[ModeKStreams].RPS <= 0 || c.Ratio(ModeEOS, ModeKStreams).Median <= 0 {
 		t.Errorf("the aggregate cell lacks the kstreams figures: %+v", c)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,14 +34,14 @@ type tableColumn struct {
 	head  string
 	wide  bool
 	shown bool
-	cell  func(c Cell, m Mode, st tableRow) string
+	cell  func(c Cell, m Mode, st ModeFigures) string
 }
 
 func tableColumns(p Params, wide bool) []tableColumn {
 	ran := func(m Mode) bool { return slices.Contains(p.Modes, m) }
 	agg := p.Topology == topologyAggregate
-	ratio := func(num func(Mode) bool, den Mode) func(Cell, Mode, tableRow) string {
-		return func(c Cell, m Mode, _ tableRow) string {
+	ratio := func(num func(Mode) bool, den Mode) func(Cell, Mode, ModeFigures) string {
+		return func(c Cell, m Mode, _ ModeFigures) string {
 			if m == den || !num(m) {
 				return "-"
 			}
@@ -57,8 +58,8 @@ func tableColumns(p Params, wide bool) []tableColumn {
 	everyMode := func(Mode) bool { return true }
 	// The JVM peers report no commits: their transaction rate, commit
 	// timings and overhead are unknown, not zero.
-	commits := func(f func(tableRow) string) func(Cell, Mode, tableRow) string {
-		return func(_ Cell, m Mode, st tableRow) string {
+	commits := func(f func(ModeFigures) string) func(Cell, Mode, ModeFigures) string {
+		return func(_ Cell, m Mode, st ModeFigures) string {
 			if m.jvm() {
 				return "-"
 			}
@@ -66,28 +67,28 @@ func tableColumns(p Params, wide bool) []tableColumn {
 		}
 	}
 	return []tableColumn{
-		{head: "threads", shown: len(p.Threads) > 1, cell: func(c Cell, _ Mode, _ tableRow) string { return strconv.Itoa(c.Threads) }},
-		{head: "interval", shown: true, cell: func(c Cell, _ Mode, _ tableRow) string { return c.Interval }},
-		{head: "size", shown: true, cell: func(c Cell, _ Mode, _ tableRow) string { return sizeLabel(c.Size) }},
-		{head: "mode", shown: true, cell: func(_ Cell, m Mode, _ tableRow) string { return string(m) }},
-		{head: "rec/s", shown: true, cell: func(_ Cell, _ Mode, st tableRow) string { return grouped(st.rps) }},
+		{head: "threads", shown: len(p.Threads) > 1, cell: func(c Cell, _ Mode, _ ModeFigures) string { return strconv.Itoa(c.Threads) }},
+		{head: "interval", shown: true, cell: func(c Cell, _ Mode, _ ModeFigures) string { return c.Interval }},
+		{head: "size", shown: true, cell: func(c Cell, _ Mode, _ ModeFigures) string { return sizeLabel(c.Size) }},
+		{head: "mode", shown: true, cell: func(_ Cell, m Mode, _ ModeFigures) string { return string(m) }},
+		{head: "rec/s", shown: true, cell: func(_ Cell, _ Mode, st ModeFigures) string { return grouped(st.RPS) }},
 		{head: "vs base", shown: ran(ModeBaseline), cell: ratio(everyMode, ModeBaseline)},
 		{head: "vs bare", shown: ran(ModeBare), cell: ratio(func(m Mode) bool { return m == ModeEOS }, ModeBare)},
 		{head: "vs ks", shown: ran(ModeKStreams), cell: ratio(Mode.isEOS, ModeKStreams)},
-		{head: "txn/s", wide: true, shown: true, cell: commits(func(st tableRow) string { return fmt.Sprintf("%.1f", st.txnPerSec) })},
-		{head: "commit p50/p99", shown: true, cell: commits(func(st tableRow) string { return msPair(st.commitP50, st.commitP99) })},
-		{head: "flush p50", wide: true, shown: true, cell: commits(func(st tableRow) string { return fmtMs(st.flushP50) })},
-		{head: "overhead %", wide: true, shown: true, cell: commits(func(st tableRow) string { return fmt.Sprintf("%.1f", st.overhead) })},
+		{head: "txn/s", wide: true, shown: true, cell: commits(func(st ModeFigures) string { return fmt.Sprintf("%.1f", st.TxnPerSec) })},
+		{head: "commit p50/p99", shown: true, cell: commits(func(st ModeFigures) string { return msPair(st.CommitP50Ms, st.CommitP99Ms) })},
+		{head: "flush p50", wide: true, shown: true, cell: commits(func(st ModeFigures) string { return fmtMs(st.FlushP50Ms) })},
+		{head: "overhead %", wide: true, shown: true, cell: commits(func(st ModeFigures) string { return fmt.Sprintf("%.1f", st.OverheadPct) })},
 		// An aggregate has no latency phase (see the note below the
 		// table): no e2e columns.
-		{head: "e2e p50/p99/p99.9", shown: !agg, cell: func(_ Cell, _ Mode, st tableRow) string {
-			return fmtMs(st.e2eP50) + "/" + e2eQuantile(st.e2eP99, st.samples, 0.99) + "/" + e2eQuantile(st.e2eP999, st.samples, 0.999)
+		{head: "e2e p50/p99/p99.9", shown: !agg, cell: func(_ Cell, _ Mode, st ModeFigures) string {
+			return fmtMs(st.E2EP50Ms) + "/" + e2eQuantile(st.E2EP99Ms, st.E2ESamples, 0.99) + "/" + e2eQuantile(st.E2EP999Ms, st.E2ESamples, 0.999)
 		}},
-		{head: "e2e max", wide: true, shown: !agg, cell: func(_ Cell, _ Mode, st tableRow) string { return fmtMs(st.e2eMax) }},
-		{head: "e2e n", shown: !agg, cell: func(_ Cell, _ Mode, st tableRow) string { return grouped(float64(st.samples)) }},
-		{head: "CPU s/M", shown: true, cell: func(_ Cell, _ Mode, st tableRow) string { return fmt.Sprintf("%.2f", st.cpuPerM) }},
-		{head: "RSS MiB", shown: true, cell: func(_ Cell, _ Mode, st tableRow) string { return fmt.Sprintf("%.0f", st.rss) }},
-		{head: "ok", shown: true, cell: func(_ Cell, _ Mode, st tableRow) string { return st.verified }},
+		{head: "e2e max", wide: true, shown: !agg, cell: func(_ Cell, _ Mode, st ModeFigures) string { return fmtMs(st.E2EMaxMs) }},
+		{head: "e2e n", shown: !agg, cell: func(_ Cell, _ Mode, st ModeFigures) string { return grouped(float64(st.E2ESamples)) }},
+		{head: "CPU s/M", shown: true, cell: func(_ Cell, _ Mode, st ModeFigures) string { return fmt.Sprintf("%.2f", st.CPUSecPerM) }},
+		{head: "RSS MiB", shown: true, cell: func(_ Cell, _ Mode, st ModeFigures) string { return fmt.Sprintf("%.0f", st.PeakRSSMiB) }},
+		{head: "ok", shown: true, cell: func(_ Cell, _ Mode, st ModeFigures) string { return fmt.Sprintf("%d/%d", st.Verified, st.Runs) }},
 	}
 }
 
@@ -171,7 +172,7 @@ func writeTable(out io.Writer, r *Report, wide bool) error {
 	fmt.Fprintln(tw, line.String())
 	for _, c := range r.Cells {
 		for _, m := range modesOf(c, p.Modes) {
-			st := modeStats(c.Runs, m)
+			st := c.Modes[m]
 			line.Reset()
 			for _, col := range cols {
 				line.WriteString(col.cell(c, m, st) + "\t")
@@ -228,10 +229,10 @@ func writeNotes(w io.Writer, r *Report) {
 		fmt.Fprintln(w, "JVM modes (kstreams: Kafka Streams with exactly_once_v2; javaloop: a hand-written Java transactional copy loop; -defaults: with their clients' defaults instead of eos's settings) run one JVM per worker; their progress is their group's committed offsets read from the broker, so they have no txn/s, commit timings or overhead (-); their CPU counts from when each JVM printed started, after its warm-up")
 	}
 	for _, c := range r.Cells {
-		for _, pc := range c.Peers {
-			if pc.EOSVs > 0 {
-				fmt.Fprintf(w, "eos vs %s (threads %d, %s, size %s): %s (%.3f-%.3f)\n", pc.Mode, c.Threads, c.Interval, sizeLabel(c.Size),
-					strconv.FormatFloat(pc.EOSVs, 'f', 3, 64), pc.EOSVsMin, pc.EOSVsMax)
+		for _, m := range []Mode{ModeKStreamsDefaults, ModeJavaLoop, ModeJavaLoopDefaults} {
+			if vs := c.Ratio(ModeEOS, m); vs.Median > 0 {
+				fmt.Fprintf(w, "eos vs %s (threads %d, %s, size %s): %.3f (%.3f-%.3f)\n", m, c.Threads, c.Interval, sizeLabel(c.Size),
+					vs.Median, vs.Min, vs.Max)
 			}
 		}
 	}
@@ -242,10 +243,10 @@ func writeNotes(w io.Writer, r *Report) {
 		fmt.Fprintf(w, "dedup: %s, every record a distinct key (held to the end), judged by verify (every key exactly once, in order); no e2e latency: a worker with state reads one input, so there is no live input\n", strings.TrimSpace(strings.ReplaceAll(dedupConfig, "\n", "; ")))
 	}
 	for _, c := range r.Cells {
-		if c.EOSVsNoPreagg > 0 {
-			fmt.Fprintf(w, "threads %d, %s: eos / eos-nopreagg %.3f (what pre-aggregating before the repartition topic is worth)", c.Threads, c.Interval, c.EOSVsNoPreagg)
-			if c.EOSNoPreaggVsKStreams > 0 {
-				fmt.Fprintf(w, "; eos-nopreagg / kstreams %.3f (the engines on the same algorithm)", c.EOSNoPreaggVsKStreams)
+		if vs := c.Ratio(ModeEOS, ModeEOSNoPreagg).Median; vs > 0 {
+			fmt.Fprintf(w, "threads %d, %s: eos / eos-nopreagg %.3f (what pre-aggregating before the repartition topic is worth)", c.Threads, c.Interval, vs)
+			if ks := c.Ratio(ModeEOSNoPreagg, ModeKStreams).Median; ks > 0 {
+				fmt.Fprintf(w, "; eos-nopreagg / kstreams %.3f (the engines on the same algorithm)", ks)
 			}
 			fmt.Fprintln(w)
 		}
@@ -320,57 +321,6 @@ func modesOf(c Cell, order []Mode) []Mode {
 	return out
 }
 
-// tableRow is one mode of one cell: medians over its rounds.
-type tableRow struct {
-	rps, txnPerSec, commitP50, commitP99, flushP50, overhead float64
-	e2eP50, e2eP99, e2eP999, e2eMax, cpuPerM, rss            float64
-	samples                                                  int // the fewest of its rounds
-	verified                                                 string
-}
-
-func modeStats(runs []RunResult, m Mode) tableRow {
-	var rs []RunResult
-	for _, r := range runs {
-		if r.Mode == m {
-			rs = append(rs, r)
-		}
-	}
-	med := func(f func(RunResult) float64) float64 {
-		xs := make([]float64, len(rs))
-		for i, r := range rs {
-			xs[i] = f(r)
-		}
-		return median(xs)
-	}
-	ok := 0
-	for _, r := range rs {
-		if r.Verified {
-			ok++
-		}
-	}
-	row := tableRow{
-		rps:       med(func(r RunResult) float64 { return r.RPS }),
-		txnPerSec: med(func(r RunResult) float64 { return r.TxnPerSec }),
-		commitP50: med(func(r RunResult) float64 { return r.CommitP50Ms }),
-		commitP99: med(func(r RunResult) float64 { return r.CommitP99Ms }),
-		flushP50:  med(func(r RunResult) float64 { return r.FlushP50Ms }),
-		overhead:  med(func(r RunResult) float64 { return r.OverheadPct }),
-		e2eP50:    med(func(r RunResult) float64 { return r.E2EP50Ms }),
-		e2eP99:    med(func(r RunResult) float64 { return r.E2EP99Ms }),
-		e2eP999:   med(func(r RunResult) float64 { return r.E2EP999Ms }),
-		cpuPerM:   med(func(r RunResult) float64 { return r.CPUSecPerM }),
-		verified:  fmt.Sprintf("%d/%d", ok, len(rs)),
-	}
-	for i, r := range rs {
-		if i == 0 || r.E2ESamples < row.samples {
-			row.samples = r.E2ESamples
-		}
-		row.e2eMax = max(row.e2eMax, r.E2EMaxMs)
-		row.rss = max(row.rss, r.PeakRSSMiB)
-	}
-	return row
-}
-
 // ratioCell formats the median of per-round ratios and their spread.
 func ratioCell(xs []float64) string {
 	if len(xs) == 0 {
@@ -399,56 +349,73 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-// csvColumns are the cell fields of the CSV file, by their JSON names.
-var csvColumns = []string{
-	"interval", "size", "threads", "records", "rounds",
-	"baseline_rps", "baseline_rps_min", "baseline_rps_max", "baseline_mbps",
-	"eos_rps", "eos_rps_min", "eos_rps_max", "eos_mbps",
-	"ratio", "ratio_min", "ratio_max", "loss_pct",
-	"bare_rps", "bare_rps_min", "bare_rps_max", "bare_mbps",
-	"eos_vs_bare", "eos_vs_bare_min", "eos_vs_bare_max", "bare_vs_baseline",
-	"bare_txn_per_s", "bare_commit_p50_ms", "bare_commit_p99_ms", "bare_overhead_pct",
-	"bare_e2e_p50_ms", "bare_e2e_p99_ms", "bare_e2e_max_ms", "bare_cpu_s_per_m", "bare_peak_rss_mib",
-	"txn_per_s", "baseline_commits_per_s", "commit_p50_ms", "commit_p99_ms",
-	"baseline_commit_p50_ms", "baseline_commit_p99_ms", "txn_p50_ms", "txn_p99_ms",
-	"open_p50_ms", "baseline_open_p50_ms", "overhead_pct", "baseline_overhead_pct",
-	"live_overhead_pct", "live_commit_p50_ms", "live_open_p50_ms",
-	"e2e_p50_ms", "e2e_p99_ms", "e2e_p99_min_ms", "e2e_p99_max_ms", "e2e_p999_ms", "e2e_max_ms", "e2e_samples",
-	"baseline_e2e_p50_ms", "baseline_e2e_p99_ms", "baseline_e2e_max_ms",
-	"eos_cpu_s_per_m", "baseline_cpu_s_per_m", "eos_peak_rss_mib", "baseline_peak_rss_mib",
-	"kstreams_rps", "kstreams_rps_min", "kstreams_rps_max", "kstreams_mbps",
-	"eos_vs_kstreams", "eos_vs_kstreams_min", "eos_vs_kstreams_max",
-	"kstreams_e2e_p50_ms", "kstreams_e2e_p99_ms", "kstreams_e2e_max_ms", "kstreams_cpu_s_per_m", "kstreams_peak_rss_mib",
-	"eos_nopreagg_rps", "eos_nopreagg_rps_min", "eos_nopreagg_rps_max", "eos_nopreagg_vs_kstreams", "eos_vs_eos_nopreagg",
-	"eos_nopreagg_cpu_s_per_m", "eos_nopreagg_peak_rss_mib",
-	"aborted", "reinits",
-}
+// cellColumns are the CSV columns of a cell's own fields.
+var cellColumns = []string{"interval", "size", "threads", "records", "rounds", "loss_pct", "aborted", "reinits"}
 
-// WriteCSV writes one row per cell with the columns of csvColumns, the
-// same names and values as the JSON cells.
+// WriteCSV writes one row per cell: the cell's own fields, then each
+// mode's figures as MODE_FIELD (eos_rps, bare_commit_p50_ms, ...) for the
+// modes of the run in its order, then each ratio as NUM_vs_DEN with _min
+// and _max (eos_vs_baseline, ...). Names and values are the JSON cells';
+// a mode or ratio a cell lacks leaves its columns empty.
 func WriteCSV(w io.Writer, r *Report) error {
+	modes := slices.Clone(r.Params.Modes)
+	var ratios []string
+	for _, m := range knownModes {
+		if !slices.Contains(modes, m) && slices.ContainsFunc(r.Cells, func(c Cell) bool { _, ok := c.Modes[m]; return ok }) {
+			modes = append(modes, m)
+		}
+	}
+	for _, c := range r.Cells {
+		for k := range c.Ratios {
+			if !slices.Contains(ratios, k) {
+				ratios = append(ratios, k)
+			}
+		}
+	}
+	slices.Sort(ratios)
+	figures := jsonNames(ModeFigures{})
+	head := slices.Clone(cellColumns)
+	for _, m := range modes {
+		for _, f := range figures {
+			head = append(head, string(m)+"_"+f)
+		}
+	}
+	for _, k := range ratios {
+		name := strings.Replace(k, "/", "_vs_", 1)
+		head = append(head, name, name+"_min", name+"_max")
+	}
 	cw := csv.NewWriter(w)
-	if err := cw.Write(csvColumns); err != nil {
+	if err := cw.Write(head); err != nil {
 		return err
 	}
 	for _, c := range r.Cells {
-		b, err := json.Marshal(c)
+		own, err := jsonFields(c)
 		if err != nil {
 			return err
 		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			return err
+		var row []string
+		for _, k := range cellColumns {
+			row = append(row, csvValue(own[k]))
 		}
-		row := make([]string, len(csvColumns))
-		for i, k := range csvColumns {
-			switch v := m[k].(type) {
-			case string:
-				row[i] = v
-			case float64:
-				row[i] = strconv.FormatFloat(v, 'f', -1, 64)
-			default:
-				row[i] = fmt.Sprint(v)
+		for _, m := range modes {
+			f, ran := c.Modes[m]
+			vals, err := jsonFields(f)
+			if err != nil {
+				return err
+			}
+			for _, k := range figures {
+				if !ran {
+					row = append(row, "")
+					continue
+				}
+				row = append(row, csvValue(vals[k]))
+			}
+		}
+		for _, k := range ratios {
+			if x, ok := c.Ratios[k]; ok {
+				row = append(row, csvValue(x.Median), csvValue(x.Min), csvValue(x.Max))
+			} else {
+				row = append(row, "", "", "")
 			}
 		}
 		if err := cw.Write(row); err != nil {
@@ -457,6 +424,40 @@ func WriteCSV(w io.Writer, r *Report) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// jsonNames returns the JSON names of v's fields, in their order.
+func jsonNames(v any) []string {
+	t := reflect.TypeOf(v)
+	var out []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, name)
+	}
+	return out
+}
+
+// jsonFields returns v's fields by their JSON names, as encoding/json
+// decodes them.
+func jsonFields(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	err = json.Unmarshal(b, &m)
+	return m, err
+}
+
+func csvValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		return fmt.Sprint(v)
+	}
 }
 
 // checkReportPaths checks Config.JSONPath, CSVPath and ChartPaths before

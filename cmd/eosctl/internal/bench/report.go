@@ -159,10 +159,9 @@ type RunResult struct {
 	Aggregate *aggcheck.Report `json:"aggregate,omitempty"`
 }
 
-// Cell is one (interval, size) of the sweep: medians over rounds of every
-// mode, and their ratios. Unprefixed latency and commit figures are the eos
-// mode's; baseline_, bare_ and kstreams_ ones the other modes'. A mode that did not run
-// leaves its figures and ratios 0.
+// Cell is one (interval, size, threads) of the sweep: each mode's figures
+// (medians over its rounds) and the throughput ratios of the modes that
+// ran back to back. A mode that did not run has no entry in either.
 type Cell struct {
 	Interval string `json:"interval"`
 	Size     int    `json:"size"`
@@ -170,136 +169,81 @@ type Cell struct {
 	Records  int64  `json:"records"`
 	Rounds   int    `json:"rounds"`
 
-	BaselineRPS    float64 `json:"baseline_rps"`
-	BaselineRPSMin float64 `json:"baseline_rps_min"`
-	BaselineRPSMax float64 `json:"baseline_rps_max"`
-	BaselineMBps   float64 `json:"baseline_mbps"`
-	EOSRPS         float64 `json:"eos_rps"`
-	EOSRPSMin      float64 `json:"eos_rps_min"`
-	EOSRPSMax      float64 `json:"eos_rps_max"`
-	EOSMBps        float64 `json:"eos_mbps"`
-	// Ratio is the median over rounds of eos_rps/baseline_rps of the two
-	// runs of a round, which ran back to back; RatioMin and RatioMax are
-	// the spread.
-	Ratio    float64 `json:"ratio"`
-	RatioMin float64 `json:"ratio_min"`
-	RatioMax float64 `json:"ratio_max"`
-	LossPct  float64 `json:"loss_pct"`
+	// Modes are each mode's figures, by mode.
+	Modes map[Mode]ModeFigures `json:"modes"`
+	// Ratios are throughput ratios between modes, keyed "num/den" (as
+	// "eos/baseline"): the median over rounds of num's rec/s over den's in
+	// the same round, which ran back to back, with their spread. eos over
+	// every other mode that ran, bare over baseline (the cost of
+	// exactly-once through franz-go alone), and eos-nopreagg over kstreams
+	// (the two engines on the same algorithm). See Cell.Ratio.
+	Ratios map[string]Ratio `json:"ratios"`
+	// LossPct is eos's throughput loss against the baseline,
+	// (1 - eos/baseline) × 100; 0 without a baseline.
+	LossPct float64 `json:"loss_pct"`
 
-	BareRPS    float64 `json:"bare_rps"`
-	BareRPSMin float64 `json:"bare_rps_min"`
-	BareRPSMax float64 `json:"bare_rps_max"`
-	BareMBps   float64 `json:"bare_mbps"`
-	// BareRatio is the median over rounds of eos_rps/bare_rps: what eos's
-	// engine costs (< 1) or saves (> 1) against the hand-written loop.
-	BareRatio    float64 `json:"eos_vs_bare"`
-	BareRatioMin float64 `json:"eos_vs_bare_min"`
-	BareRatioMax float64 `json:"eos_vs_bare_max"`
-	// BareVsBaseline is the median over rounds of bare_rps/baseline_rps:
-	// the cost of exactly-once through franz-go alone.
-	BareVsBaseline float64 `json:"bare_vs_baseline"`
+	Aborted int `json:"aborted"`
+	Reinits int `json:"reinits"`
 
-	TxnPerSec          float64 `json:"txn_per_s"`
-	BaselineCommitsSec float64 `json:"baseline_commits_per_s"`
-	CommitP50Ms        float64 `json:"commit_p50_ms"`
-	CommitP99Ms        float64 `json:"commit_p99_ms"`
-	BaselineCommitP50  float64 `json:"baseline_commit_p50_ms"`
-	BaselineCommitP99  float64 `json:"baseline_commit_p99_ms"`
-	TxnP50Ms           float64 `json:"txn_p50_ms"`
-	TxnP99Ms           float64 `json:"txn_p99_ms"`
-	OpenP50Ms          float64 `json:"open_p50_ms"`
-	BaselineOpenP50Ms  float64 `json:"baseline_open_p50_ms"`
-	BareCommitsSec     float64 `json:"bare_txn_per_s"`
-	BareCommitP50      float64 `json:"bare_commit_p50_ms"`
-	BareCommitP99      float64 `json:"bare_commit_p99_ms"`
-	BareOverhead       float64 `json:"bare_overhead_pct"`
+	Runs []RunResult `json:"runs"`
+}
+
+// ModeFigures are one mode's figures in a cell: medians over its rounds,
+// with the spread of rec/s and of the e2e p99, the largest e2e maximum and
+// peak RSS, and the fewest latency samples of a round. The JVM modes
+// report no commits: their commit figures are 0, and the table says "-".
+type ModeFigures struct {
+	RPS    float64 `json:"rps"`
+	RPSMin float64 `json:"rps_min"`
+	RPSMax float64 `json:"rps_max"`
+	MBps   float64 `json:"mbps"`
+
+	TxnPerSec   float64 `json:"txn_per_s"`
+	CommitP50Ms float64 `json:"commit_p50_ms"`
+	CommitP99Ms float64 `json:"commit_p99_ms"`
+	FlushP50Ms  float64 `json:"commit_flush_p50_ms"`
+	TxnP50Ms    float64 `json:"txn_p50_ms"`
+	TxnP99Ms    float64 `json:"txn_p99_ms"`
+	OpenP50Ms   float64 `json:"open_p50_ms"`
 	// OverheadPct is the share of the drain spent committing (busy);
 	// LiveOverheadPct the share of the latency phase (lightly loaded).
-	OverheadPct      float64 `json:"overhead_pct"`
-	BaselineOverhead float64 `json:"baseline_overhead_pct"`
-	LiveOverheadPct  float64 `json:"live_overhead_pct"`
-	LiveCommitP50Ms  float64 `json:"live_commit_p50_ms"`
-	LiveOpenP50Ms    float64 `json:"live_open_p50_ms"`
+	OverheadPct     float64 `json:"overhead_pct"`
+	LiveOverheadPct float64 `json:"live_overhead_pct"`
+	LiveCommitP50Ms float64 `json:"live_commit_p50_ms"`
+	LiveOpenP50Ms   float64 `json:"live_open_p50_ms"`
 
 	E2EP50Ms    float64 `json:"e2e_p50_ms"`
 	E2EP99Ms    float64 `json:"e2e_p99_ms"`
 	E2EP99MinMs float64 `json:"e2e_p99_min_ms"`
 	E2EP99MaxMs float64 `json:"e2e_p99_max_ms"`
-	E2EMaxMs    float64 `json:"e2e_max_ms"`
-	// E2EP999Ms is eos's p99.9 (median over rounds) and E2ESamples the
+	// E2EP999Ms is the p99.9 (median over rounds) and E2ESamples the
 	// fewest samples of its rounds: below 10,000 the p99.9 is the max of
 	// too few to mean anything, and the table says so.
-	E2EP999Ms        float64 `json:"e2e_p999_ms"`
-	E2ESamples       int     `json:"e2e_samples"`
-	BaselineE2EP50Ms float64 `json:"baseline_e2e_p50_ms"`
-	BaselineE2EP99Ms float64 `json:"baseline_e2e_p99_ms"`
-	BaselineE2EMaxMs float64 `json:"baseline_e2e_max_ms"`
-	BareE2EP50Ms     float64 `json:"bare_e2e_p50_ms"`
-	BareE2EP99Ms     float64 `json:"bare_e2e_p99_ms"`
-	BareE2EMaxMs     float64 `json:"bare_e2e_max_ms"`
+	E2EP999Ms  float64 `json:"e2e_p999_ms"`
+	E2EMaxMs   float64 `json:"e2e_max_ms"`
+	E2ESamples int     `json:"e2e_samples"`
 
-	// KStreams figures are the kstreams mode's (Kafka Streams): throughput,
-	// end-to-end latency, CPU and peak RSS measured as the others'. It has
-	// no commit timings: Kafka Streams does not report its commits.
-	KStreamsRPS    float64 `json:"kstreams_rps"`
-	KStreamsRPSMin float64 `json:"kstreams_rps_min"`
-	KStreamsRPSMax float64 `json:"kstreams_rps_max"`
-	KStreamsMBps   float64 `json:"kstreams_mbps"`
-	// EOSVsKStreams is the median over rounds of eos_rps/kstreams_rps.
-	EOSVsKStreams      float64 `json:"eos_vs_kstreams"`
-	EOSVsKStreamsMin   float64 `json:"eos_vs_kstreams_min"`
-	EOSVsKStreamsMax   float64 `json:"eos_vs_kstreams_max"`
-	KStreamsE2EP50Ms   float64 `json:"kstreams_e2e_p50_ms"`
-	KStreamsE2EP99Ms   float64 `json:"kstreams_e2e_p99_ms"`
-	KStreamsE2EMaxMs   float64 `json:"kstreams_e2e_max_ms"`
-	KStreamsCPUSecPerM float64 `json:"kstreams_cpu_s_per_m"`
-	KStreamsPeakRSSMiB float64 `json:"kstreams_peak_rss_mib"`
-
-	// EOSNoPreagg figures are the eos-nopreagg mode's (the aggregate
-	// without pre-aggregation). EOSNoPreaggVsKStreams is the median over
-	// rounds of its rps over kstreams': the engines on the same algorithm;
-	// EOSVsNoPreagg, of eos's over its: what the combiner is worth.
-	EOSNoPreaggRPS        float64 `json:"eos_nopreagg_rps"`
-	EOSNoPreaggRPSMin     float64 `json:"eos_nopreagg_rps_min"`
-	EOSNoPreaggRPSMax     float64 `json:"eos_nopreagg_rps_max"`
-	EOSNoPreaggVsKStreams float64 `json:"eos_nopreagg_vs_kstreams"`
-	EOSVsNoPreagg         float64 `json:"eos_vs_eos_nopreagg"`
-	EOSNoPreaggCPUSecPerM float64 `json:"eos_nopreagg_cpu_s_per_m"`
-	EOSNoPreaggPeakRSSMiB float64 `json:"eos_nopreagg_peak_rss_mib"`
-
-	EOSCPUSecPerM      float64 `json:"eos_cpu_s_per_m"`
-	BaselineCPUSecPerM float64 `json:"baseline_cpu_s_per_m"`
-	EOSPeakRSSMiB      float64 `json:"eos_peak_rss_mib"`
-	BaselinePeakRSSMiB float64 `json:"baseline_peak_rss_mib"`
-	BareCPUSecPerM     float64 `json:"bare_cpu_s_per_m"`
-	BarePeakRSSMiB     float64 `json:"bare_peak_rss_mib"`
-
-	Aborted int `json:"aborted"`
-	Reinits int `json:"reinits"`
-
-	// Peers are the other JVM modes' figures (kstreams-defaults, javaloop,
-	// javaloop-defaults), in the order of the modes; kstreams has its own
-	// fields above.
-	Peers []PeerCell `json:"peers,omitempty"`
-
-	Runs []RunResult `json:"runs"`
-}
-
-// PeerCell is one JVM mode's medians in a cell, and eos's throughput over
-// its (the median of per-round ratios, with their spread).
-type PeerCell struct {
-	Mode       Mode    `json:"mode"`
-	RPS        float64 `json:"rps"`
-	RPSMin     float64 `json:"rps_min"`
-	RPSMax     float64 `json:"rps_max"`
-	EOSVs      float64 `json:"eos_vs"`
-	EOSVsMin   float64 `json:"eos_vs_min"`
-	EOSVsMax   float64 `json:"eos_vs_max"`
-	E2EP50Ms   float64 `json:"e2e_p50_ms"`
-	E2EP99Ms   float64 `json:"e2e_p99_ms"`
 	CPUSecPerM float64 `json:"cpu_s_per_m"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// Runs and Verified count the mode's runs and those whose output
+	// passed the exactly-once check.
+	Runs     int `json:"runs"`
+	Verified int `json:"verified"`
 }
+
+// Ratio is the median over rounds of a per-round throughput ratio, and its
+// spread.
+type Ratio struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// Ratio returns the throughput ratio of num over den (see Cell.Ratios);
+// the zero Ratio if the two did not run in the same rounds.
+func (c Cell) Ratio(num, den Mode) Ratio { return c.Ratios[ratioKey(num, den)] }
+
+func ratioKey(num, den Mode) string { return string(num) + "/" + string(den) }
 
 // AutoCheck compares an auto cell with the fixed intervals of the same size:
 // did it hold its budget, and how does its latency compare with the best
@@ -323,114 +267,89 @@ type AutoCheck struct {
 
 // cell aggregates the runs of one (interval, size).
 func cell(interval string, size int, records int64, runs []RunResult) Cell {
-	c := Cell{Interval: interval, Size: size, Records: records, Runs: runs}
-	pick := func(m Mode, f func(RunResult) float64) []float64 {
-		var xs []float64
-		for _, r := range runs {
-			if r.Mode == m {
-				xs = append(xs, f(r))
-			}
+	c := Cell{Interval: interval, Size: size, Records: records, Runs: runs,
+		Modes: map[Mode]ModeFigures{}, Ratios: map[string]Ratio{}}
+	for _, m := range knownModes {
+		f, ok := modeFigures(runs, m)
+		if !ok {
+			continue
 		}
-		return xs
-	}
-	med := func(m Mode, f func(RunResult) float64) float64 { return median(pick(m, f)) }
-	rps := func(r RunResult) float64 { return r.RPS }
-	base, bare, eos, ks := pick(ModeBaseline, rps), pick(ModeBare, rps), pick(ModeEOS, rps), pick(ModeKStreams, rps)
-	for _, xs := range [][]float64{base, bare, eos, ks, pick(ModeEOSNoPreagg, rps), pick(ModeKStreamsDefaults, rps), pick(ModeJavaLoop, rps), pick(ModeJavaLoopDefaults, rps)} {
-		if len(xs) > 0 && (c.Rounds == 0 || len(xs) < c.Rounds) {
-			c.Rounds = len(xs)
+		c.Modes[m] = f
+		if c.Rounds == 0 || f.Runs < c.Rounds {
+			c.Rounds = f.Runs
 		}
 	}
-	c.BaselineRPS, c.BaselineRPSMin, c.BaselineRPSMax = median(base), minOf(base), maxOf(base)
-	c.BareRPS, c.BareRPSMin, c.BareRPSMax = median(bare), minOf(bare), maxOf(bare)
-	c.EOSRPS, c.EOSRPSMin, c.EOSRPSMax = median(eos), minOf(eos), maxOf(eos)
-	c.BaselineMBps = med(ModeBaseline, func(r RunResult) float64 { return r.MBps })
-	c.BareMBps = med(ModeBare, func(r RunResult) float64 { return r.MBps })
-	c.EOSMBps = med(ModeEOS, func(r RunResult) float64 { return r.MBps })
-
-	ratios := roundRatios(runs, ModeEOS, ModeBaseline)
-	c.Ratio, c.RatioMin, c.RatioMax = median(ratios), minOf(ratios), maxOf(ratios)
-	if len(ratios) > 0 {
-		c.LossPct = (1 - c.Ratio) * 100
+	pairs := [][2]Mode{{ModeBare, ModeBaseline}, {ModeEOSNoPreagg, ModeKStreams}}
+	for _, m := range knownModes {
+		if m != ModeEOS {
+			pairs = append(pairs, [2]Mode{ModeEOS, m})
+		}
 	}
-	bareRatios := roundRatios(runs, ModeEOS, ModeBare)
-	c.BareRatio, c.BareRatioMin, c.BareRatioMax = median(bareRatios), minOf(bareRatios), maxOf(bareRatios)
-	c.BareVsBaseline = median(roundRatios(runs, ModeBare, ModeBaseline))
-	c.BareCommitsSec = med(ModeBare, func(r RunResult) float64 { return r.TxnPerSec })
-	c.BareCommitP50 = med(ModeBare, func(r RunResult) float64 { return r.CommitP50Ms })
-	c.BareCommitP99 = med(ModeBare, func(r RunResult) float64 { return r.CommitP99Ms })
-	c.BareOverhead = med(ModeBare, func(r RunResult) float64 { return r.OverheadPct })
-	c.BareE2EP50Ms = med(ModeBare, func(r RunResult) float64 { return r.E2EP50Ms })
-	c.BareE2EP99Ms = med(ModeBare, func(r RunResult) float64 { return r.E2EP99Ms })
-	c.BareE2EMaxMs = maxOf(pick(ModeBare, func(r RunResult) float64 { return r.E2EMaxMs }))
-	c.BareCPUSecPerM = med(ModeBare, func(r RunResult) float64 { return r.CPUSecPerM })
-	c.BarePeakRSSMiB = maxOf(pick(ModeBare, func(r RunResult) float64 { return r.PeakRSSMiB }))
-
-	c.TxnPerSec = med(ModeEOS, func(r RunResult) float64 { return r.TxnPerSec })
-	c.BaselineCommitsSec = med(ModeBaseline, func(r RunResult) float64 { return r.TxnPerSec })
-	c.CommitP50Ms = med(ModeEOS, func(r RunResult) float64 { return r.CommitP50Ms })
-	c.CommitP99Ms = med(ModeEOS, func(r RunResult) float64 { return r.CommitP99Ms })
-	c.BaselineCommitP50 = med(ModeBaseline, func(r RunResult) float64 { return r.CommitP50Ms })
-	c.BaselineCommitP99 = med(ModeBaseline, func(r RunResult) float64 { return r.CommitP99Ms })
-	c.TxnP50Ms = med(ModeEOS, func(r RunResult) float64 { return r.TxnP50Ms })
-	c.TxnP99Ms = med(ModeEOS, func(r RunResult) float64 { return r.TxnP99Ms })
-	c.OpenP50Ms = med(ModeEOS, func(r RunResult) float64 { return r.OpenP50Ms })
-	c.BaselineOpenP50Ms = med(ModeBaseline, func(r RunResult) float64 { return r.OpenP50Ms })
-	c.OverheadPct = med(ModeEOS, func(r RunResult) float64 { return r.OverheadPct })
-	c.BaselineOverhead = med(ModeBaseline, func(r RunResult) float64 { return r.OverheadPct })
-	c.LiveOverheadPct = med(ModeEOS, func(r RunResult) float64 { return r.LiveOverheadPct })
-	c.LiveCommitP50Ms = med(ModeEOS, func(r RunResult) float64 { return r.LiveCommitP50Ms })
-	c.LiveOpenP50Ms = med(ModeEOS, func(r RunResult) float64 { return r.LiveOpenP50Ms })
-
-	c.E2EP50Ms = med(ModeEOS, func(r RunResult) float64 { return r.E2EP50Ms })
-	p99 := pick(ModeEOS, func(r RunResult) float64 { return r.E2EP99Ms })
-	c.E2EP99Ms, c.E2EP99MinMs, c.E2EP99MaxMs = median(p99), minOf(p99), maxOf(p99)
-	c.E2EMaxMs = maxOf(pick(ModeEOS, func(r RunResult) float64 { return r.E2EMaxMs }))
-	c.E2EP999Ms = med(ModeEOS, func(r RunResult) float64 { return r.E2EP999Ms })
-	c.E2ESamples = int(minOf(pick(ModeEOS, func(r RunResult) float64 { return float64(r.E2ESamples) })))
-	c.BaselineE2EP50Ms = med(ModeBaseline, func(r RunResult) float64 { return r.E2EP50Ms })
-	c.BaselineE2EP99Ms = med(ModeBaseline, func(r RunResult) float64 { return r.E2EP99Ms })
-	c.BaselineE2EMaxMs = maxOf(pick(ModeBaseline, func(r RunResult) float64 { return r.E2EMaxMs }))
-
-	c.KStreamsRPS, c.KStreamsRPSMin, c.KStreamsRPSMax = median(ks), minOf(ks), maxOf(ks)
-	c.KStreamsMBps = med(ModeKStreams, func(r RunResult) float64 { return r.MBps })
-	ksRatios := roundRatios(runs, ModeEOS, ModeKStreams)
-	c.EOSVsKStreams, c.EOSVsKStreamsMin, c.EOSVsKStreamsMax = median(ksRatios), minOf(ksRatios), maxOf(ksRatios)
-	c.KStreamsE2EP50Ms = med(ModeKStreams, func(r RunResult) float64 { return r.E2EP50Ms })
-	c.KStreamsE2EP99Ms = med(ModeKStreams, func(r RunResult) float64 { return r.E2EP99Ms })
-	c.KStreamsE2EMaxMs = maxOf(pick(ModeKStreams, func(r RunResult) float64 { return r.E2EMaxMs }))
-	c.KStreamsCPUSecPerM = med(ModeKStreams, func(r RunResult) float64 { return r.CPUSecPerM })
-	c.KStreamsPeakRSSMiB = maxOf(pick(ModeKStreams, func(r RunResult) float64 { return r.PeakRSSMiB }))
-
-	np := pick(ModeEOSNoPreagg, rps)
-	c.EOSNoPreaggRPS, c.EOSNoPreaggRPSMin, c.EOSNoPreaggRPSMax = median(np), minOf(np), maxOf(np)
-	c.EOSNoPreaggVsKStreams = median(roundRatios(runs, ModeEOSNoPreagg, ModeKStreams))
-	c.EOSVsNoPreagg = median(roundRatios(runs, ModeEOS, ModeEOSNoPreagg))
-	c.EOSNoPreaggCPUSecPerM = med(ModeEOSNoPreagg, func(r RunResult) float64 { return r.CPUSecPerM })
-	c.EOSNoPreaggPeakRSSMiB = maxOf(pick(ModeEOSNoPreagg, func(r RunResult) float64 { return r.PeakRSSMiB }))
-
-	c.EOSCPUSecPerM = med(ModeEOS, func(r RunResult) float64 { return r.CPUSecPerM })
-	c.BaselineCPUSecPerM = med(ModeBaseline, func(r RunResult) float64 { return r.CPUSecPerM })
-	c.EOSPeakRSSMiB = maxOf(pick(ModeEOS, func(r RunResult) float64 { return r.PeakRSSMiB }))
-	c.BaselinePeakRSSMiB = maxOf(pick(ModeBaseline, func(r RunResult) float64 { return r.PeakRSSMiB }))
+	for _, pr := range pairs {
+		if xs := roundRatios(runs, pr[0], pr[1]); len(xs) > 0 {
+			c.Ratios[ratioKey(pr[0], pr[1])] = Ratio{Median: median(xs), Min: minOf(xs), Max: maxOf(xs)}
+		}
+	}
+	if r, ok := c.Ratios[ratioKey(ModeEOS, ModeBaseline)]; ok {
+		c.LossPct = (1 - r.Median) * 100
+	}
 	for _, r := range runs {
 		c.Aborted += r.Aborted
 		c.Reinits += r.Reinits
 	}
-	for _, m := range []Mode{ModeKStreamsDefaults, ModeJavaLoop, ModeJavaLoopDefaults} {
-		xs := pick(m, rps)
-		if len(xs) == 0 {
-			continue
-		}
-		vs := roundRatios(runs, ModeEOS, m)
-		c.Peers = append(c.Peers, PeerCell{Mode: m, RPS: median(xs), RPSMin: minOf(xs), RPSMax: maxOf(xs),
-			EOSVs: median(vs), EOSVsMin: minOf(vs), EOSVsMax: maxOf(vs),
-			E2EP50Ms:   med(m, func(r RunResult) float64 { return r.E2EP50Ms }),
-			E2EP99Ms:   med(m, func(r RunResult) float64 { return r.E2EP99Ms }),
-			CPUSecPerM: med(m, func(r RunResult) float64 { return r.CPUSecPerM }),
-			PeakRSSMiB: maxOf(pick(m, func(r RunResult) float64 { return r.PeakRSSMiB }))})
-	}
 	return c
+}
+
+// modeFigures aggregates the runs of mode m; false if m did not run.
+func modeFigures(runs []RunResult, m Mode) (ModeFigures, bool) {
+	var rs []RunResult
+	for _, r := range runs {
+		if r.Mode == m {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return ModeFigures{}, false
+	}
+	all := func(f func(RunResult) float64) []float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r)
+		}
+		return xs
+	}
+	med := func(f func(RunResult) float64) float64 { return median(all(f)) }
+	rps := all(func(r RunResult) float64 { return r.RPS })
+	p99 := all(func(r RunResult) float64 { return r.E2EP99Ms })
+	f := ModeFigures{
+		RPS: median(rps), RPSMin: minOf(rps), RPSMax: maxOf(rps),
+		MBps:            med(func(r RunResult) float64 { return r.MBps }),
+		TxnPerSec:       med(func(r RunResult) float64 { return r.TxnPerSec }),
+		CommitP50Ms:     med(func(r RunResult) float64 { return r.CommitP50Ms }),
+		CommitP99Ms:     med(func(r RunResult) float64 { return r.CommitP99Ms }),
+		FlushP50Ms:      med(func(r RunResult) float64 { return r.FlushP50Ms }),
+		TxnP50Ms:        med(func(r RunResult) float64 { return r.TxnP50Ms }),
+		TxnP99Ms:        med(func(r RunResult) float64 { return r.TxnP99Ms }),
+		OpenP50Ms:       med(func(r RunResult) float64 { return r.OpenP50Ms }),
+		OverheadPct:     med(func(r RunResult) float64 { return r.OverheadPct }),
+		LiveOverheadPct: med(func(r RunResult) float64 { return r.LiveOverheadPct }),
+		LiveCommitP50Ms: med(func(r RunResult) float64 { return r.LiveCommitP50Ms }),
+		LiveOpenP50Ms:   med(func(r RunResult) float64 { return r.LiveOpenP50Ms }),
+		E2EP50Ms:        med(func(r RunResult) float64 { return r.E2EP50Ms }),
+		E2EP99Ms:        median(p99), E2EP99MinMs: minOf(p99), E2EP99MaxMs: maxOf(p99),
+		E2EP999Ms:  med(func(r RunResult) float64 { return r.E2EP999Ms }),
+		E2EMaxMs:   maxOf(all(func(r RunResult) float64 { return r.E2EMaxMs })),
+		E2ESamples: int(minOf(all(func(r RunResult) float64 { return float64(r.E2ESamples) }))),
+		CPUSecPerM: med(func(r RunResult) float64 { return r.CPUSecPerM }),
+		PeakRSSMiB: maxOf(all(func(r RunResult) float64 { return r.PeakRSSMiB })),
+		Runs:       len(rs),
+	}
+	for _, r := range rs {
+		if r.Verified {
+			f.Verified++
+		}
+	}
+	return f, true
 }
 
 // roundRatios returns, for every round in which both modes ran, the
@@ -480,19 +399,21 @@ func autoChecks(cells []Cell, budget float64) []AutoCheck {
 		if a.Interval != "auto" {
 			continue
 		}
-		ch := AutoCheck{Size: a.Size, BudgetPct: budget * 100, LiveOverheadPct: a.LiveOverheadPct, DrainOverheadPct: a.OverheadPct,
-			LiveOpenP50Ms: a.LiveOpenP50Ms, DrainOpenP50Ms: a.OpenP50Ms, E2EP99Ms: a.E2EP99Ms}
-		ch.WithinOnePoint = math.Abs(a.LiveOverheadPct-budget*100) <= 1
+		ae := a.Modes[ModeEOS]
+		ch := AutoCheck{Size: a.Size, BudgetPct: budget * 100, LiveOverheadPct: ae.LiveOverheadPct, DrainOverheadPct: ae.OverheadPct,
+			LiveOpenP50Ms: ae.LiveOpenP50Ms, DrainOpenP50Ms: ae.OpenP50Ms, E2EP99Ms: ae.E2EP99Ms}
+		ch.WithinOnePoint = math.Abs(ae.LiveOverheadPct-budget*100) <= 1
 		best := time.Duration(math.MaxInt64)
 		for _, f := range cells {
 			d, err := time.ParseDuration(f.Interval)
-			if err != nil || f.Size != a.Size || f.LiveOverheadPct > budget*100 || d >= best {
+			fe := f.Modes[ModeEOS]
+			if err != nil || f.Size != a.Size || fe.LiveOverheadPct > budget*100 || d >= best {
 				continue
 			}
-			best, ch.BestFixed, ch.BestE2EP99Ms = d, f.Interval, f.E2EP99Ms
+			best, ch.BestFixed, ch.BestE2EP99Ms = d, f.Interval, fe.E2EP99Ms
 		}
 		if ch.BestFixed != "" && ch.BestE2EP99Ms > 0 {
-			ch.LatencyVsBest = a.E2EP99Ms / ch.BestE2EP99Ms
+			ch.LatencyVsBest = ae.E2EP99Ms / ch.BestE2EP99Ms
 			ch.WithinTwiceBest = ch.LatencyVsBest <= 2
 		}
 		out = append(out, ch)

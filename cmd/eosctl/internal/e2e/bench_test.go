@@ -44,17 +44,15 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 			Copiers string `json:"copiers"`
 		} `json:"params"`
 		Cells []struct {
-			Ratio       float64 `json:"ratio"`
-			BaselineRPS float64 `json:"baseline_rps"`
-			EOSRPS      float64 `json:"eos_rps"`
-			EOSPeakRSS  float64 `json:"eos_peak_rss_mib"`
-			BasePeakRSS float64 `json:"baseline_peak_rss_mib"`
-			EOSCPU      float64 `json:"eos_cpu_s_per_m"`
-			BareRPS     float64 `json:"bare_rps"`
-			EOSVsBare   float64 `json:"eos_vs_bare"`
-			BareCPU     float64 `json:"bare_cpu_s_per_m"`
-			BarePeakRSS float64 `json:"bare_peak_rss_mib"`
-			Runs        []struct {
+			Modes map[string]struct {
+				RPS     float64 `json:"rps"`
+				CPU     float64 `json:"cpu_s_per_m"`
+				PeakRSS float64 `json:"peak_rss_mib"`
+			} `json:"modes"`
+			Ratios map[string]struct {
+				Median float64 `json:"median"`
+			} `json:"ratios"`
+			Runs []struct {
 				Mode     string `json:"mode"`
 				Verified bool   `json:"verified"`
 			} `json:"runs"`
@@ -72,11 +70,12 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 		t.Fatalf("b.json: %+v", rep)
 	}
 	c := rep.Cells[0]
-	if c.BaselineRPS <= 0 || c.EOSRPS <= 0 || c.Ratio != c.EOSRPS/c.BaselineRPS {
-		t.Fatalf("ratio %v is not eos %v / baseline %v (one round)", c.Ratio, c.EOSRPS, c.BaselineRPS)
+	base, eos, bare := c.Modes["baseline"], c.Modes["eos"], c.Modes["bare"]
+	if ratio := c.Ratios["eos/baseline"].Median; base.RPS <= 0 || eos.RPS <= 0 || ratio != eos.RPS/base.RPS {
+		t.Fatalf("ratio %v is not eos %v / baseline %v (one round)", ratio, eos.RPS, base.RPS)
 	}
-	if c.BareRPS <= 0 || c.EOSVsBare != c.EOSRPS/c.BareRPS || c.BareCPU <= 0 || c.BarePeakRSS <= 0 {
-		t.Fatalf("bare: %v rec/s, eos/bare %v, %v CPU s/M, %v MiB", c.BareRPS, c.EOSVsBare, c.BareCPU, c.BarePeakRSS)
+	if vs := c.Ratios["eos/bare"].Median; bare.RPS <= 0 || vs != eos.RPS/bare.RPS || bare.CPU <= 0 || bare.PeakRSS <= 0 {
+		t.Fatalf("bare: %v rec/s, eos/bare %v, %v CPU s/M, %v MiB", bare.RPS, vs, bare.CPU, bare.PeakRSS)
 	}
 	if len(c.Runs) != 3 {
 		t.Fatalf("%d runs, want baseline, bare and eos", len(c.Runs))
@@ -87,8 +86,8 @@ func TestBenchRunsBothModesAsProcessesAndWritesEveryFile(t *testing.T) {
 		}
 	}
 	// Child processes: their own peak RSS, far below the broker's process.
-	if c.EOSPeakRSS <= 0 || c.BasePeakRSS <= 0 || c.EOSCPU <= 0 {
-		t.Fatalf("the copier processes' RSS (%v, %v MiB) and CPU (%v s/M) were not measured", c.EOSPeakRSS, c.BasePeakRSS, c.EOSCPU)
+	if eos.PeakRSS <= 0 || base.PeakRSS <= 0 || eos.CPU <= 0 {
+		t.Fatalf("the copier processes' RSS (%v, %v MiB) and CPU (%v s/M) were not measured", eos.PeakRSS, base.PeakRSS, eos.CPU)
 	}
 	f, err := os.Open(out("b.csv"))
 	if err != nil {
