@@ -524,16 +524,22 @@ between the flush and the commit duplicates output.`,
 			return runCopierChild(g, &cfg.Logger, &cfg.ClientOpts, &cfg.OnEvent, func(ctx context.Context) error { return bench.RunBaseline(ctx, cfg) })
 		},
 	}
+	copierFlags(cmd, &cfg.Group, &inputs, &cfg.Output, &cfg.CommitInterval, "output topic (required)", "flush and commit offsets this often")
+	cmd.Flags().StringVar(&topology, "topology", "passthrough", "topology to run")
+	return cmd
+}
+
+// copierFlags adds the flags the bench's child copiers share: --group,
+// --input and --output, all required, and --commit-interval.
+func copierFlags(cmd *cobra.Command, group, inputs, output *string, interval *time.Duration, outputUsage, intervalUsage string) {
 	f := cmd.Flags()
-	f.StringVar(&cfg.Group, "group", "", "consumer group (required)")
-	f.StringVar(&inputs, "input", "", "comma-separated input topics (required)")
-	f.StringVar(&cfg.Output, "output", "", "output topic (required)")
-	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "flush and commit offsets this often")
-	f.StringVar(&topology, "topology", "passthrough", "topology to run")
+	f.StringVar(group, "group", "", "consumer group (required)")
+	f.StringVar(inputs, "input", "", "comma-separated input topics (required)")
+	f.StringVar(output, "output", "", outputUsage)
+	f.DurationVar(interval, "commit-interval", 100*time.Millisecond, intervalUsage)
 	for _, req := range []string{"group", "input", "output"} {
 		_ = cmd.MarkFlagRequired(req)
 	}
-	return cmd
 }
 
 // runCopierChild runs one of the copiers eosctl bench starts as a child
@@ -584,14 +590,8 @@ exits 0; any End error stops it (no re-initialisation, no diagnosis).`,
 			return runCopierChild(g, &cfg.Logger, &cfg.ClientOpts, &cfg.OnEvent, func(ctx context.Context) error { return bench.RunBare(ctx, cfg) })
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.Group, "group", "", "consumer group (required)")
-	f.StringVar(&inputs, "input", "", "comma-separated input topics (required)")
-	f.StringVar(&cfg.Output, "output", "", "output topic (required; as many partitions as the inputs)")
-	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "end each transaction once it is this old")
-	for _, req := range []string{"group", "input", "output"} {
-		_ = cmd.MarkFlagRequired(req)
-	}
+	copierFlags(cmd, &cfg.Group, &inputs, &cfg.Output, &cfg.CommitInterval,
+		"output topic (required; as many partitions as the inputs)", "end each transaction once it is this old")
 	return cmd
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -54,9 +53,7 @@ Needs no Kafka and no flags; --brokers is ignored (the broker is embedded).`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				_ = enc.Encode(sum)
+				_ = printJSON(os.Stdout, sum)
 			} else {
 				printQuickstart(sum)
 			}

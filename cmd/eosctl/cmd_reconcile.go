@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -98,9 +97,7 @@ authorization failure.`,
 			}
 			print := func(rep *reconcile.Report) {
 				if asJSON {
-					enc := json.NewEncoder(os.Stdout)
-					enc.SetIndent("", "  ")
-					_ = enc.Encode(rep)
+					_ = printJSON(os.Stdout, rep)
 					return
 				}
 				fmt.Println(rep.Summary())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -58,9 +57,7 @@ func listTopologies(w io.Writer, asJSON bool) error {
 		for _, t := range all {
 			out = append(out, entry{t.Name, t.Description, append([]string{}, t.ConfigKeys...)})
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printJSON(w, out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tDESCRIPTION\tCONFIG KEYS (--config)")

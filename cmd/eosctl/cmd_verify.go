@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -100,9 +99,7 @@ else is; 1 with the first offending keys otherwise.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				_ = enc.Encode(rep)
+				_ = printJSON(os.Stdout, rep)
 			} else {
 				fmt.Println(rep.Summary())
 			}

@@ -72,6 +72,7 @@ package bench
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -135,22 +136,36 @@ var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeEOSNoPreagg, ModeKS
 // "baseline,eos,kstreams".
 // The order given is the order a cell runs them in.
 func ParseModes(s string) ([]Mode, error) {
-	var out []Mode
+	return parseList(s, "bench.Config.Modes", "modes", func(f string, out []Mode) (Mode, error) {
+		m := Mode(f)
+		if !slices.Contains(knownModes, m) {
+			return "", fmt.Errorf("mode %q: want baseline, bare, eos, eos-nopreagg, kstreams, kstreams-defaults, javaloop or javaloop-defaults", f)
+		}
+		if slices.Contains(out, m) {
+			return "", fmt.Errorf("mode %q is listed twice", f)
+		}
+		return m, nil
+	})
+}
+
+// parseList parses the comma-separated list s of a setting, item by item
+// (each trimmed, empty ones skipped) with parse, which sees the items
+// parsed so far. A bad item or an empty list is an eos.ConfigError on
+// setting; what names the items in the latter's message.
+func parseList[T any](s, setting, what string, parse func(item string, sofar []T) (T, error)) ([]T, error) {
+	var out []T
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		m := Mode(f)
-		if !slices.Contains(knownModes, m) {
-			return nil, eos.BadConfig("bench.Config.Modes", "mode %q: want baseline, bare, eos, eos-nopreagg, kstreams, kstreams-defaults, javaloop or javaloop-defaults", f)
+		v, err := parse(f, out)
+		if err != nil {
+			return nil, eos.BadConfig(setting, "%w", err)
 		}
-		if slices.Contains(out, m) {
-			return nil, eos.BadConfig("bench.Config.Modes", "mode %q is listed twice", f)
-		}
-		out = append(out, m)
+		out = append(out, v)
 	}
 	if len(out) == 0 {
-		return nil, eos.BadConfig("bench.Config.Modes", "no modes in %q", s)
+		return nil, eos.BadConfig(setting, "no %s in %q", what, s)
 	}
 	return out, nil
 }
@@ -172,21 +187,13 @@ func (i Interval) String() string {
 
 // ParseIntervals parses a comma-separated list such as "10ms,100ms,1s,auto".
 func ParseIntervals(s string) ([]Interval, error) {
-	var out []Interval
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	return parseList(s, "bench.Config.Intervals", "commit intervals", func(f string, _ []Interval) (Interval, error) {
 		iv, err := ParseInterval(f)
 		if err != nil {
-			return nil, eos.BadConfig("bench.Config.Intervals", "interval %q %w", f, err)
+			return Interval{}, fmt.Errorf("interval %q %w", f, err)
 		}
-		out = append(out, iv)
-	}
-	if len(out) == 0 {
-		return nil, eos.BadConfig("bench.Config.Intervals", "no commit intervals in %q", s)
-	}
-	return out, nil
+		return iv, nil
+	})
 }
 
 // ParseInterval parses one commit interval as every eosctl flag takes it:
@@ -209,21 +216,13 @@ func ParseInterval(s string) (Interval, error) {
 
 // ParseSizes parses a comma-separated list of record sizes in bytes.
 func ParseSizes(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	return parseList(s, "bench.Config.Sizes", "record sizes", func(f string, _ []int) (int, error) {
 		n, err := strconv.Atoi(f)
 		if err != nil {
-			return nil, eos.BadConfig("bench.Config.Sizes", "size %q is not a number of bytes", f)
+			return 0, fmt.Errorf("size %q is not a number of bytes", f)
 		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, eos.BadConfig("bench.Config.Sizes", "no record sizes in %q", s)
-	}
-	return out, nil
+		return n, nil
+	})
 }
 
 // Config describes a benchmark. The zero value, with defaults filled in, is

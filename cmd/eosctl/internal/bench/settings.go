@@ -61,24 +61,16 @@ const DefaultJVMHeap = "128m"
 // ParseThreads parses a comma-separated list of thread counts such as
 // "1,2": each cell of the sweep runs at each.
 func ParseThreads(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	return parseList(s, "bench.Config.Threads", "thread counts", func(f string, out []int) (int, error) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
-			return nil, eos.BadConfig("bench.Config.Threads", "thread count %q: want a positive whole number", f)
+			return 0, fmt.Errorf("thread count %q: want a positive whole number", f)
 		}
 		if slices.Contains(out, n) {
-			return nil, eos.BadConfig("bench.Config.Threads", "thread count %d is listed twice", n)
+			return 0, fmt.Errorf("thread count %d is listed twice", n)
 		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, eos.BadConfig("bench.Config.Threads", "no thread counts in %q", s)
-	}
-	return out, nil
+		return n, nil
+	})
 }
 
 // validateJVM fills in and checks the fields of the JVM peers and the
