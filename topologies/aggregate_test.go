@@ -181,7 +181,13 @@ func oneStream(n int) [][]int {
 func runAggregate(t *testing.T, e *tenv, app string, evs []event, parts int32, keyByGroup bool, size, advance, grace, emit string, repartition bool, extra ...string) ([]*kgo.Record, *pipeline.Worker) {
 	t.Helper()
 	cfg := writeConfig(t, app+".yaml", fmt.Sprintf(aggConfig, size, advance, grace, emit, repartition)+strings.Join(extra, ""))
-	tr, err := NewAggregate(cfg)
+	var tr pipeline.Transform
+	var err error
+	if e.avro != nil {
+		tr, err = topologyFor("aggregate").New(Options{Config: cfg, SchemaRegistry: e.registry})
+	} else {
+		tr, err = NewAggregate(cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +198,9 @@ func runAggregate(t *testing.T, e *tenv, app string, evs []event, parts int32, k
 			k = ev.group
 		}
 		rs[i] = &kgo.Record{Key: []byte(k), Value: ev.value()}
+		if e.avro != nil && ev.bad == "" {
+			rs[i].Value = e.avro.encode(t, map[string]any{"user": ev.group, "ts": ev.ts, "amount": int64(ev.amount)})
+		}
 	}
 	var topics []string
 	if repartition {
@@ -217,6 +226,14 @@ func checkAggregate(t *testing.T, e *tenv, app string, evs []event, rs []*kgo.Re
 	}
 	wantDL := map[string]string{}
 	for i, ev := range evs {
+		switch ev.bad {
+		case "":
+		default:
+			if e.avro != nil { // JSON is not the wire format
+				wantDL[at(rs[i])] = "wire-format"
+				continue
+			}
+		}
 		switch ev.bad {
 		case `{"user":"x","ts":1,"amount":"many"}`:
 			wantDL[at(rs[i])] = "expression-error"

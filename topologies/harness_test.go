@@ -30,6 +30,11 @@ type tenv struct {
 	opts          []kgo.Opt
 	cl            *kgo.Client
 	ctx           context.Context
+	// avro, if set, makes runAggregate write its events in Avro with this
+	// writer (poison pills as they are, which is not the wire format) and
+	// run the aggregate with format input: avro against registry.
+	avro     *avroWriter
+	registry SchemaRegistry
 }
 
 func newTEnv(t *testing.T) *tenv {

@@ -46,6 +46,8 @@ func newWorkload(topology string) workload {
 		return &deduplicating{}
 	case topologyJoin:
 		return &joining{}
+	case topologyAvro:
+		return &avroCopying{}
 	}
 	return &copying{}
 }
