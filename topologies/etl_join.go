@@ -8,6 +8,7 @@ import (
 
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/pipeline"
+	"github.com/expr-lang/expr/ast"
 )
 
 // joinKeys are the keys of an etl join.
@@ -32,6 +33,16 @@ type etlJoin struct {
 	// row is the raw row of the record being processed ("null" when it has
 	// none), for a map field that copies it whole.
 	row []byte
+	// fields are the row's fields the expressions read (as.NAME), when
+	// they read nothing else of it; whole: some expression uses the row as
+	// a value, so it is decoded whole.
+	fields []string
+	whole  bool
+	// obj is the decoded row, refilled on every lookup (expressions never
+	// keep it: their results are encoded before the next record), and o
+	// the scanner that parses it.
+	obj map[string]any
+	o   jsonObject
 }
 
 // JoinStats are the etl join's counts since the worker started: records
@@ -116,11 +127,57 @@ func validIdent(s string) bool {
 }
 
 // bind makes the row variable a binding of every expression rather than a
-// field of the record: no record need have it.
+// field of the record (no record need have it), and finds what of the row
+// the expressions read: only the fields named as as.NAME, or the whole
+// row. An expression that is the bare name (a map field copying the row)
+// copies the raw row and needs nothing decoded.
 func (j *etlJoin) bind(exprs []*expression) {
+	j.obj = map[string]any{}
 	for _, e := range exprs {
-		if e != nil && e != j.key {
-			e.fields = slices.DeleteFunc(e.fields, func(f string) bool { return f == j.as })
+		if e == nil || e == j.key {
+			continue
+		}
+		e.fields = slices.DeleteFunc(e.fields, func(f string) bool { return f == j.as })
+		if e.ident == j.as {
+			continue
+		}
+		if e.allFields {
+			j.whole = true // $env.NAME, $env["NAME"]
+			continue
+		}
+		root := e.prog.Node()
+		var u rowUses
+		u.as = j.as
+		ast.Walk(&root, &u)
+		j.whole = j.whole || u.bare > len(u.fields)
+		for _, f := range u.fields {
+			if !slices.Contains(j.fields, f) {
+				j.fields = append(j.fields, f)
+			}
+		}
+	}
+}
+
+// rowUses counts an expression's uses of the row variable: bare counts
+// every identifier of it, fields the ones read as as.NAME (with a constant
+// NAME), each once per use.
+type rowUses struct {
+	as     string
+	bare   int
+	fields []string
+}
+
+func (u *rowUses) Visit(n *ast.Node) {
+	switch x := (*n).(type) {
+	case *ast.IdentifierNode:
+		if x.Value == u.as {
+			u.bare++
+		}
+	case *ast.MemberNode:
+		id, ok := x.Node.(*ast.IdentifierNode)
+		name, named := x.Property.(*ast.StringNode)
+		if ok && named && id.Value == u.as {
+			u.fields = append(u.fields, name.Value)
 		}
 	}
 }
@@ -132,7 +189,7 @@ func (j *etlJoin) lookup(env *env) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var r *tableRow
+	var r []byte
 	if v != nil {
 		k, err := keyBytes(v)
 		if err != nil {
@@ -153,36 +210,50 @@ func (j *etlJoin) lookup(env *env) (bool, error) {
 		}
 		return false, pipeline.DeadLetter("join-missing", fmt.Errorf("table %s has no row for key %v (%s)", j.table.topic, v, j.key.where))
 	}
-	if !r.decoded {
-		r.obj, r.err = decodeObject(r.raw)
-		r.decoded = true
+	if err := j.decode(r); err != nil {
+		return false, pipeline.DeadLetter("malformed-json", fmt.Errorf("table %s, row %v: %w", j.table.topic, v, err))
 	}
-	if r.err != nil {
-		return false, pipeline.DeadLetter("malformed-json", fmt.Errorf("table %s, row %v: %w", j.table.topic, v, r.err))
-	}
-	env.m[j.as], j.row = r.obj, r.raw
+	env.m[j.as], j.row = j.obj, r
 	return true, nil
 }
 
-var nullJSON = []byte("null")
-
-// decodeObject decodes a JSON object with the record fields' rules
-// (integers as int).
-func decodeObject(raw []byte) (map[string]any, error) {
-	var o jsonObject
-	if err := o.parse(raw); err != nil {
-		return nil, err
+// decode fills j.obj with what the expressions read of row: the fields
+// they name (absent ones left out, so they read as nil), or every field.
+func (j *etlJoin) decode(row []byte) error {
+	if err := j.o.parse(row); err != nil {
+		return err
 	}
-	m := make(map[string]any, len(o.keys))
-	for i, k := range o.keys {
-		v, err := decodeJSON(o.raws[i])
+	if !j.whole && len(j.fields) == 0 {
+		return nil
+	}
+	clear(j.obj)
+	put := func(k string, raw []byte) error {
+		v, err := decodeJSON(raw)
 		if err != nil {
-			return nil, fmt.Errorf("field %q: %w", k, err)
+			return fmt.Errorf("field %q: %w", k, err)
 		}
-		m[k] = v
+		j.obj[k] = v
+		return nil
 	}
-	return m, nil
+	if j.whole {
+		for i, k := range j.o.keys {
+			if err := put(k, j.o.raws[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, f := range j.fields {
+		if raw, ok := j.o.get(f); ok {
+			if err := put(f, raw); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
+
+var nullJSON = []byte("null")
 
 // The etl topology is a pipeline.Starter so that a join's table follows
 // the worker's assignment; without a join these do nothing.

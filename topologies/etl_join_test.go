@@ -213,7 +213,7 @@ func TestTableRefusesKeysOfPartitionsItDoesNotHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb.nparts = 4
-	tb.owned[1] = &tablePart{rows: map[string]*tableRow{}}
+	tb.owned[1] = &tablePart{rows: map[string][]byte{}}
 	part := kgo.StickyKeyPartitioner(nil).ForTopic("x")
 	for i := range 100 {
 		k := "key-" + strconv.Itoa(i)

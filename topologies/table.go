@@ -55,9 +55,9 @@ import (
 // before the events that depend on it, which is the usual order (a
 // customer exists before it orders).
 //
-// What can go wrong: rows are held in memory, raw, and decoded on their
-// first lookup (then kept decoded): size a worker for its partitions' share
-// of the table. A table partition whose last record was removed after it
+// What can go wrong: rows are held in memory, raw (the etl join decodes
+// only the fields its expressions read, on each lookup): size a worker for
+// its partitions' share of the table. A table partition whose last record was removed after it
 // was read (a tombstone past delete.retention.ms at the very end of a
 // partition) leaves the log's end beyond any record, and Sync would wait
 // for it; Kafka never cleans the active segment, so this needs a partition
@@ -84,6 +84,7 @@ type Table struct {
 	rec    kgo.Record // Get's scratch record for the partitioner
 
 	rows, restored, lookups, misses atomic.Int64
+	restoring                       atomic.Int64 // ns spent in restores
 }
 
 type tableChange struct {
@@ -92,20 +93,11 @@ type tableChange struct {
 }
 
 type tablePart struct {
-	rows map[string]*tableRow
+	rows map[string][]byte
 	pos  int64 // next offset to read
 	// restoring: read from the log start since it was assigned, and not
 	// yet caught up with the end.
 	restoring bool
-}
-
-// tableRow is one row: its raw value, and its decoded object once a
-// lookup needed it.
-type tableRow struct {
-	raw     []byte
-	obj     map[string]any
-	decoded bool
-	err     error
 }
 
 // TableStats are a Table's counts since Start.
@@ -114,6 +106,9 @@ type TableStats struct {
 	Restored int64 // table records read (restores and updates)
 	Lookups  int64 // Get calls that reached a partition this worker owns
 	Misses   int64 // of those, keys without a row
+	// RestoreTime is the time spent restoring newly assigned partitions
+	// (from the Sync that adopted them until they were caught up).
+	RestoreTime time.Duration
 }
 
 // NewTable returns a Table of topic. setting names what chose the topic in
@@ -206,6 +201,7 @@ func (t *Table) Stop() {
 // noted since the last Sync (restoring new partitions) and reads every
 // owned partition up to its last stable offset now.
 func (t *Table) Sync(ctx context.Context) error {
+	start := time.Now()
 	if err := t.applyChanges(ctx); err != nil {
 		return err
 	}
@@ -216,7 +212,6 @@ func (t *Table) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
 	lastLog := start
 	var before int64 = t.restored.Load()
 	for {
@@ -251,6 +246,7 @@ func (t *Table) Sync(ctx context.Context) error {
 		for _, p := range restoring {
 			t.owned[p].restoring = false
 		}
+		t.restoring.Add(int64(d))
 	}
 	return nil
 }
@@ -288,7 +284,7 @@ func (t *Table) apply(fs kgo.Fetches) {
 			}
 			return
 		}
-		tp.rows[k] = &tableRow{raw: bytes.Clone(r.Value)}
+		tp.rows[k] = bytes.Clone(r.Value)
 		if !had {
 			t.rows.Add(1)
 		}
@@ -337,7 +333,7 @@ func (t *Table) applyChanges(ctx context.Context) error {
 				return fmt.Errorf("input partition %d has no table partition (table %s has %d): was a partition added to one of them?", p, t.topic, t.nparts)
 			}
 			if t.owned[p] == nil {
-				t.owned[p] = &tablePart{rows: map[string]*tableRow{}, restoring: true}
+				t.owned[p] = &tablePart{rows: map[string][]byte{}, restoring: true}
 				added = append(added, p)
 			}
 		}
@@ -442,13 +438,11 @@ var ErrKeyPartition = errors.New("the join key's table partition is not assigned
 // only from Process, on the worker's goroutine.
 func (t *Table) Get(key string) ([]byte, bool, error) {
 	r, err := t.row(key)
-	if err != nil || r == nil {
-		return nil, false, err
-	}
-	return r.raw, true, nil
+	return r, r != nil, err
 }
 
-func (t *Table) row(key string) (*tableRow, error) {
+// row is Get's row, nil when there is none.
+func (t *Table) row(key string) ([]byte, error) {
 	p := t.partitionOf(key)
 	tp := t.owned[p]
 	if tp == nil {
@@ -473,7 +467,8 @@ func (t *Table) partitionOf(key string) int32 {
 
 // Stats returns the Table's counts. It is safe for concurrent use.
 func (t *Table) Stats() TableStats {
-	return TableStats{Rows: t.rows.Load(), Restored: t.restored.Load(), Lookups: t.lookups.Load(), Misses: t.misses.Load()}
+	return TableStats{Rows: t.rows.Load(), Restored: t.restored.Load(), Lookups: t.lookups.Load(), Misses: t.misses.Load(),
+		RestoreTime: time.Duration(t.restoring.Load())}
 }
 
 // String describes the Table, for logs.
