@@ -116,7 +116,7 @@ func BenchmarkJoinThroughput(b *testing.B) {
 	for range b.N {
 		for _, mode := range benchJoinModes() {
 			id := fmt.Sprintf("jn%d", seq.Add(1))
-			bl := newBacklog(b, ctx, id, n)
+			bl := newBacklog(b, ctx, id, n, "")
 			var tr pipeline.Transform = Passthrough{}
 			var etl *ETL
 			switch mode {
