@@ -114,7 +114,9 @@ func parseETL(d *doc) (*ETL, error) {
 	}
 	if t.join != nil {
 		t.join.bind(exprs)
-		exprs = append(exprs, t.join.key)
+		if !t.join.byKey { // _key is read from the record as it is
+			exprs = append(exprs, t.join.key)
+		}
 	}
 	t.env = newEnv(exprs...)
 	return t, nil
@@ -187,7 +189,7 @@ func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitt
 		return err
 	}
 	if t.join != nil {
-		if ok, err := t.join.lookup(t.env); !ok || err != nil {
+		if ok, err := t.join.lookup(in, t.env); !ok || err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/eosctl/eos/fencing"
@@ -38,6 +39,9 @@ type etlJoin struct {
 	// a value, so it is decoded whole.
 	fields []string
 	whole  bool
+	// byKey: the key expression is _key, the record's own Kafka key,
+	// which is looked up as it is, without evaluating anything.
+	byKey bool
 	// obj is the decoded row, refilled on every lookup (expressions never
 	// keep it: their results are encoded before the next record), and o
 	// the scanner that parses it.
@@ -111,6 +115,7 @@ func (d *doc) parseJoin(f field) (*etlJoin, error) {
 	if slices.Contains(metaVars, j.as) {
 		return nil, d.errAt(f.value, f.key+".as", "%s is a metadata variable; choose another name", j.as)
 	}
+	j.byKey = strings.TrimSpace(j.key.src) == "_key"
 	if slices.Contains(j.key.fields, j.as) {
 		return nil, d.errAt(f.value, f.key+".key", "the key expression uses %s, the row it looks up", j.as)
 	}
@@ -184,7 +189,18 @@ func (u *rowUses) Visit(n *ast.Node) {
 
 // lookup joins the record whose environment env holds: it binds the row
 // to j.as and reports whether the record goes on.
-func (j *etlJoin) lookup(env *env) (bool, error) {
+func (j *etlJoin) lookup(in *pipeline.Record, env *env) (bool, error) {
+	if j.byKey {
+		// key: _key, the commonest join: the record's own key, as it is.
+		if in.Key == nil {
+			return j.found(nil, nil, env)
+		}
+		r, err := j.table.row(in.Key)
+		if err != nil {
+			return false, err
+		}
+		return j.found(r, bytesKey(in.Key), env)
+	}
 	v, err := j.key.eval(env.m)
 	if err != nil {
 		return false, err
@@ -195,10 +211,21 @@ func (j *etlJoin) lookup(env *env) (bool, error) {
 		if err != nil {
 			return false, pipeline.DeadLetter("expression-error", fmt.Errorf("%s: key gave %v (%T), want a string or a number", j.key.where, v, v))
 		}
-		if r, err = j.table.row(string(k)); err != nil {
+		if r, err = j.table.row(k); err != nil {
 			return false, err
 		}
 	}
+	return j.found(r, v, env)
+}
+
+// bytesKey prints a record key in errors as text.
+type bytesKey []byte
+
+func (k bytesKey) String() string { return string(k) }
+
+// found binds row r of key v (nil: none) to j.as, or applies the missing
+// rule, and reports whether the record goes on.
+func (j *etlJoin) found(r []byte, v any, env *env) (bool, error) {
 	if r == nil {
 		switch j.missing {
 		case missingDrop:

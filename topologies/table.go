@@ -437,19 +437,19 @@ var ErrKeyPartition = errors.New("the join key's table partition is not assigned
 // Process. The value aliases the table's copy: do not modify it. Call Get
 // only from Process, on the worker's goroutine.
 func (t *Table) Get(key string) ([]byte, bool, error) {
-	r, err := t.row(key)
+	r, err := t.row([]byte(key))
 	return r, r != nil, err
 }
 
 // row is Get's row, nil when there is none.
-func (t *Table) row(key string) ([]byte, error) {
+func (t *Table) row(key []byte) ([]byte, error) {
 	p := t.partitionOf(key)
 	tp := t.owned[p]
 	if tp == nil {
 		return nil, pipeline.DeadLetter("join-key-partition", fmt.Errorf("key %q is in partition %d of table %s: %w (owned: %v); key the input by the join key with Kafka's default partitioner", key, p, t.topic, ErrKeyPartition, slices.Sorted(maps.Keys(t.owned))))
 	}
 	t.lookups.Add(1)
-	r := tp.rows[key]
+	r := tp.rows[string(key)]
 	if r == nil {
 		t.misses.Add(1)
 	}
@@ -457,11 +457,11 @@ func (t *Table) row(key string) ([]byte, error) {
 }
 
 // partitionOf is key's partition under Kafka's default partitioner.
-func (t *Table) partitionOf(key string) int32 {
+func (t *Table) partitionOf(key []byte) int32 {
 	if t.nparts <= 1 {
 		return 0
 	}
-	t.rec.Key = []byte(key)
+	t.rec.Key = key
 	return int32(t.hashed.Partition(&t.rec, int(t.nparts)))
 }
 

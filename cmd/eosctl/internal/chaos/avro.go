@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/schemaregistry"
 	"github.com/eosctl/eos/internal/wireformat"
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // topologyAvro is the etl topology on Avro topics: see avroCopying.
@@ -77,43 +77,29 @@ func (a *avroCopying) produce(ctx context.Context, h *harness, in string, partit
 }
 
 func (a *avroCopying) finish(ctx context.Context, h *harness, res *Result, app, in, out string, partitions int32) error {
-	if err := a.copying.finish(ctx, h, res, app, in, out, partitions); err != nil {
-		return err
-	}
-	parts, err := committed.Read(ctx, h.Opts, out)
-	if err != nil {
-		return fmt.Errorf("reading the output to decode it: %w", err)
-	}
 	schema := avro.MustParse(avroOutSchema)
-	wrong, n := 0, 0
-	var example string
-	for _, r := range committed.Flatten(parts) {
-		n++
-		i, err := strconv.ParseInt(string(r.Key), 10, 64)
-		var v struct {
-			Seq    int64   `avro:"seq"`
-			User   string  `avro:"user"`
-			Amount float64 `avro:"amount"`
-			Cents  int64   `avro:"cents"`
-		}
-		if err == nil && (len(r.Value) < 5 || r.Value[0] != 0) {
-			err = fmt.Errorf("not in the wire format")
-		}
-		if err == nil {
-			err = avro.Unmarshal(schema, r.Value[5:], &v)
-		}
-		amount := datagen.Amount(i)
-		if err != nil || v.Seq != i || v.User != datagen.User(i) || v.Amount != amount || v.Cents != int64(math.Round(amount*100)) {
-			if wrong++; example == "" {
-				example = fmt.Sprintf("key %s: %+v (%v)", r.Key, v, err)
+	return a.copying.finishChecked(ctx, h, res, app, in, out, partitions,
+		"Avro output records decoded by hamba/avro with the output schema and checked field by field", "are not the Avro of their input",
+		func(r *kgo.Record) string {
+			i, err := strconv.ParseInt(string(r.Key), 10, 64)
+			var v struct {
+				Seq    int64   `avro:"seq"`
+				User   string  `avro:"user"`
+				Amount float64 `avro:"amount"`
+				Cents  int64   `avro:"cents"`
 			}
-		}
-	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d Avro output records decoded by hamba/avro with the output schema and checked field by field", n))
-	if wrong > 0 {
-		return fmt.Errorf("%d of %d output records are not the Avro of their input (e.g. %s)", wrong, n, example)
-	}
-	return nil
+			if err == nil && (len(r.Value) < 5 || r.Value[0] != 0) {
+				err = fmt.Errorf("not in the wire format")
+			}
+			if err == nil {
+				err = avro.Unmarshal(schema, r.Value[5:], &v)
+			}
+			amount := datagen.Amount(i)
+			if err != nil || v.Seq != i || v.User != datagen.User(i) || v.Amount != amount || v.Cents != int64(math.Round(amount*100)) {
+				return fmt.Sprintf("%+v (%v)", v, err)
+			}
+			return ""
+		})
 }
 
 func (a *avroCopying) close() {

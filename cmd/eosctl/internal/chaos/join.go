@@ -67,31 +67,46 @@ func (j *joining) produce(ctx context.Context, h *harness, in string, partitions
 }
 
 func (j *joining) finish(ctx context.Context, h *harness, res *Result, app, in, out string, partitions int32) error {
-	if err := j.copying.finish(ctx, h, res, app, in, out, partitions); err != nil {
+	return j.copying.finishChecked(ctx, h, res, app, in, out, partitions,
+		"joined records checked against the table's reference price", "joined the wrong row or none",
+		func(r *kgo.Record) string {
+			i, err := strconv.ParseInt(string(r.Key), 10, 64)
+			var v struct{ Price *int64 }
+			if err == nil {
+				err = json.Unmarshal(r.Value, &v)
+			}
+			if err != nil || v.Price == nil || *v.Price != joinPrice(i) {
+				return fmt.Sprintf("%s, want price %d", r.Value, joinPrice(i))
+			}
+			return ""
+		})
+}
+
+// finishChecked is finish, then every output record is checked: check
+// returns what is wrong with a record, or "" if nothing. note says what
+// was checked (for the result's notes), failure what a wrong record is
+// (for the error, which counts them and shows the first).
+func (c *copying) finishChecked(ctx context.Context, h *harness, res *Result, app, in, out string, partitions int32, note, failure string, check func(*kgo.Record) string) error {
+	if err := c.finish(ctx, h, res, app, in, out, partitions); err != nil {
 		return err
 	}
 	parts, err := committed.Read(ctx, h.Opts, out)
 	if err != nil {
-		return fmt.Errorf("reading the output to judge the join: %w", err)
+		return fmt.Errorf("reading the output to check its records: %w", err)
 	}
-	wrong, joined := 0, 0
+	wrong, n := 0, 0
 	var example string
 	for _, r := range committed.Flatten(parts) {
-		joined++
-		i, err := strconv.ParseInt(string(r.Key), 10, 64)
-		var v struct{ Price *int64 }
-		if err == nil {
-			err = json.Unmarshal(r.Value, &v)
-		}
-		if err != nil || v.Price == nil || *v.Price != joinPrice(i) {
+		n++
+		if bad := check(r); bad != "" {
 			if wrong++; example == "" {
-				example = fmt.Sprintf("key %s: %s, want price %d", r.Key, r.Value, joinPrice(i))
+				example = fmt.Sprintf("key %s: %s", r.Key, bad)
 			}
 		}
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d joined records checked against the table's reference price", joined))
+	res.Notes = append(res.Notes, fmt.Sprintf("%d %s", n, note))
 	if wrong > 0 {
-		return fmt.Errorf("%d of %d output records joined the wrong row or none (e.g. %s)", wrong, joined, example)
+		return fmt.Errorf("%d of %d output records %s (e.g. %s)", wrong, n, failure, example)
 	}
 	return nil
 }
