@@ -13,6 +13,7 @@ import (
 // Bad input fails with the documented exit code and one line on stderr, and
 // writes nothing.
 func TestBadInputGivesOneLineErrorsAndDocumentedExitCodes(t *testing.T) {
+	waitsInParallel(t)
 	e := newEnv(t, broker.Config{})
 	addr := e.b.Addrs()[0]
 	e.produce("cli-in", 10, 1, 0)

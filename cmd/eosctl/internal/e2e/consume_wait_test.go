@@ -17,6 +17,7 @@ import (
 // output with it right after starting the worker. Interrupted, it exits 130
 // and says so, not that its --read-timeout ended.
 func TestConsumeWaitForWaitsForTheTopicAndItsRecords(t *testing.T) {
+	waitsInParallel(t)
 	e := newEnv(t, broker.Config{})
 	produced := make(chan error, 1)
 	go func() {

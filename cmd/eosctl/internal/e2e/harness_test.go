@@ -53,6 +53,20 @@ func newEnv(t *testing.T, cfg broker.Config) *env {
 	return newEnvWith(t, cfg, nil)
 }
 
+// waitsInParallel lets a test that spends most of its time waiting (on a
+// timeout or a grace period the command under test must honour, a
+// signal's delivery) run beside the others under go test -short on the
+// embedded broker, where every test has a broker of its own: the short
+// suite's wall time is this package's. On Apache Kafka (one shared
+// cluster) and in the full suite such a test runs alone as before. It
+// must be the test's first call, and the test must not change the
+// process's environment.
+func waitsInParallel(t *testing.T) {
+	if testing.Short() && !testbroker.IsKafka() {
+		t.Parallel()
+	}
+}
+
 // newEnvWith is newEnv with extra connection options (TLS, SASL) for the
 // test's own clients.
 func newEnvWith(t *testing.T, cfg broker.Config, connOpts []kgo.Opt) *env {

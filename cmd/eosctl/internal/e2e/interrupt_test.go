@@ -20,6 +20,7 @@ import (
 // agree) and that a rerun appends keys already there; for verify, that
 // nothing was verified.
 func TestInterruptSaysWhatWasDone(t *testing.T) {
+	waitsInParallel(t)
 	e := newEnv(t, broker.Config{})
 	produce := exec.Command(eosctl, "produce", "--brokers", e.b.Addrs()[0], "--topic", "int-in", "--count", "1000000", "--rate", "50000")
 	var perr fleet.Buffer
@@ -94,10 +95,11 @@ func commas(n int64) string {
 
 // Ctrl-C while verify reads the topics says it was interrupted and that
 // nothing was verified, exit 130, rather than reporting a read that
-// "stopped short of the last stable offset", which reads as a broker or
+// "stopped short of the listed end", which reads as a broker or
 // data fault. A round-trip time on the broker keeps the read going long
 // enough to be interrupted in it.
 func TestVerifyInterruptedWhileReadingSaysSo(t *testing.T) {
+	waitsInParallel(t)
 	// The embedded broker on either suite: the property is verify's own
 	// (how it reports a signal during its read phase), and only the
 	// embedded broker's injected round trip stretches that phase enough

@@ -35,6 +35,7 @@ func TestVerifyWaitsForWorkersStartedAfterIt(t *testing.T) {
 // 2, instead of waiting out --timeout and reporting that the group did not
 // catch up.
 func TestVerifyNamesAGroupThatDoesNotExist(t *testing.T) {
+	waitsInParallel(t)
 	e := newEnv(t, broker.Config{})
 	e.produce("ng-in", 100, 3, 0)
 	began := time.Now()
