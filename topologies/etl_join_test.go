@@ -213,7 +213,7 @@ func TestTableRefusesKeysOfPartitionsItDoesNotHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb.nparts = 4
-	tb.owned[1] = &tablePart{rows: map[string][]byte{}}
+	tb.owned[1] = &tablePart{}
 	part := kgo.StickyKeyPartitioner(nil).ForTopic("x")
 	for i := range 100 {
 		k := "key-" + strconv.Itoa(i)

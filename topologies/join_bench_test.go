@@ -218,13 +218,13 @@ func BenchmarkJoinProcess(b *testing.B) {
 	part := kgo.StickyKeyPartitioner(nil).ForTopic("tbl")
 	ts := time.UnixMilli(1_700_000_000_000)
 	for p := range int32(6) {
-		tb.owned[p] = &tablePart{rows: map[string][]byte{}}
+		tb.owned[p] = &tablePart{}
 	}
 	recs := make([]pipeline.Record, rows)
 	for i := range rows {
 		k := strconv.FormatInt(i, 10)
 		v := datagen.Value(i, ts, 100)
-		tb.owned[int32(part.Partition(&kgo.Record{Key: []byte(k)}, 6))].rows[k] = v
+		tb.owned[int32(part.Partition(&kgo.Record{Key: []byte(k)}, 6))].rows.put([]byte(k), v)
 		recs[i] = pipeline.Record{Topic: "in", Offset: i, Key: []byte(k), Value: v}
 	}
 	var out discard

@@ -1,7 +1,6 @@
 package topologies
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,9 +54,10 @@ import (
 // before the events that depend on it, which is the usual order (a
 // customer exists before it orders).
 //
-// What can go wrong: rows are held in memory, raw (the etl join decodes
-// only the fields its expressions read, on each lookup): size a worker for
-// its partitions' share of the table. A table partition whose last record was removed after it
+// What can go wrong: rows are held in memory, raw, in byte chunks the
+// collector need not scan (rowIndex; the etl join decodes only the fields
+// its expressions read, on each lookup): size a worker for its
+// partitions' share of the table. A table partition whose last record was removed after it
 // was read (a tombstone past delete.retention.ms at the very end of a
 // partition) leaves the log's end beyond any record, and Sync would wait
 // for it; Kafka never cleans the active segment, so this needs a partition
@@ -93,7 +93,7 @@ type tableChange struct {
 }
 
 type tablePart struct {
-	rows map[string][]byte
+	rows rowIndex
 	pos  int64 // next offset to read
 	// restoring: read from the log start since it was assigned, and not
 	// yet caught up with the end.
@@ -275,19 +275,13 @@ func (t *Table) apply(fs kgo.Fetches) {
 			return
 		}
 		n++
-		k := string(r.Key)
-		_, had := tp.rows[k]
+		before := tp.rows.len()
 		if r.Value == nil {
-			if had {
-				delete(tp.rows, k)
-				t.rows.Add(-1)
-			}
-			return
+			tp.rows.delete(r.Key)
+		} else {
+			tp.rows.put(r.Key, r.Value)
 		}
-		tp.rows[k] = bytes.Clone(r.Value)
-		if !had {
-			t.rows.Add(1)
-		}
+		t.rows.Add(int64(tp.rows.len() - before))
 	})
 	t.restored.Add(n)
 	if t.wstats != nil {
@@ -323,7 +317,7 @@ func (t *Table) applyChanges(ctx context.Context) error {
 		for _, p := range c.parts {
 			if !c.assigned {
 				if tp := t.owned[p]; tp != nil {
-					t.rows.Add(-int64(len(tp.rows)))
+					t.rows.Add(-int64(tp.rows.len()))
 				}
 				delete(t.owned, p)
 				added = slices.DeleteFunc(added, func(q int32) bool { return q == p })
@@ -333,7 +327,7 @@ func (t *Table) applyChanges(ctx context.Context) error {
 				return fmt.Errorf("input partition %d has no table partition (table %s has %d): was a partition added to one of them?", p, t.topic, t.nparts)
 			}
 			if t.owned[p] == nil {
-				t.owned[p] = &tablePart{rows: map[string][]byte{}, restoring: true}
+				t.owned[p] = &tablePart{restoring: true}
 				added = append(added, p)
 			}
 		}
@@ -449,9 +443,13 @@ func (t *Table) row(key []byte) ([]byte, error) {
 		return nil, pipeline.DeadLetter("join-key-partition", fmt.Errorf("key %q is in partition %d of table %s: %w (owned: %v); key the input by the join key with Kafka's default partitioner", key, p, t.topic, ErrKeyPartition, slices.Sorted(maps.Keys(t.owned))))
 	}
 	t.lookups.Add(1)
-	r := tp.rows[string(key)]
-	if r == nil {
+	r, ok := tp.rows.get(key)
+	if !ok {
 		t.misses.Add(1)
+		return nil, nil
+	}
+	if r == nil {
+		r = []byte{} // an empty value is a row (that is not JSON)
 	}
 	return r, nil
 }
