@@ -23,7 +23,7 @@ test-kafka: ## the broker-facing tests against a 3-node Apache Kafka 4.4 cluster
 	EOS_TEST_BROKER=kafka $(GO) test -p 1 -count=1 -timeout 75m $(KAFKA_PKGS)
 	EOS_TEST_BROKER=kafka $(GO) test -count=1 -timeout 20m -run 'KStreams' ./cmd/eosctl/internal/bench
 
-test-short: ## the inner loop, about 80s on 2 cores: skips the long tests (kill loops, demos, most chaos rows) and Apache Kafka
+test-short: ## the inner loop, about two minutes on 2 cores: skips the long tests (kill loops, demos, most chaos rows) and Apache Kafka
 	$(GO) test -short ./...
 
 quickstart: ## the main job on an embedded broker: produce, copy with crashes, verify
