@@ -612,7 +612,7 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 
 func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches, consumed *int) error {
 	var err error
-	fs.EachRecord(func(r *kgo.Record) {
+	w.eachRecord(fs, func(r *kgo.Record) {
 		if err != nil {
 			return
 		}

@@ -69,6 +69,7 @@ type Gate struct {
 	parts     map[int32]*gatePart
 	last      *gatePart   // the part of the previous Admit
 	touched   []*gatePart // parts admitted to in the open transaction
+	sink      uint64      // what prefetch read, kept so that it is read
 }
 
 // gatePart is a Gate's view of one partition of its store.
@@ -168,6 +169,21 @@ func (g *Gate) admit(in *pipeline.Record, key []byte, ts int64) (bool, error) {
 		g.touched = append(g.touched, p)
 	}
 	return true, nil
+}
+
+// prefetch reads the home slot of key in the table of partition p, if the
+// Gate has one, so that an Admit of key soon after finds it in cache (see
+// pipeline.Prefetcher).
+func (g *Gate) prefetch(p int32, key []byte) {
+	gp := g.last
+	if gp == nil || gp.partition != p {
+		if gp = g.parts[p]; gp == nil {
+			return
+		}
+	}
+	if !gp.stale && len(key) > 0 {
+		g.sink += gp.tab.touch(gp.tab.hash(key))
+	}
 }
 
 // Flush writes the keys admitted in the open transaction, and each

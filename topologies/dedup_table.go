@@ -153,20 +153,20 @@ func (t *keyTable) lookup(key []byte, h uint64) (int64, bool) {
 // unreferenced, until that batch expires).
 func (t *keyTable) set(key []byte, h uint64, b uint32, off int) {
 	i, found := t.probe(key, h)
-	t.setAt(i, found, h, b, off)
+	t.setAt(i, found, key, h, b, off)
 }
 
 // setAt is set with the result of probe for the key: i and found.
-func (t *keyTable) setAt(i int, found bool, h uint64, b uint32, off int) {
+func (t *keyTable) setAt(i int, found bool, key []byte, h uint64, b uint32, off int) {
+	if !found && t.slots[i] == slotEmpty && (t.used+1)*4 > len(t.slots)*3 {
+		// The entry may be in its batch already, and so in the new
+		// table: probe again.
+		t.resize()
+		i, found = t.probe(key, h)
+	}
 	if found {
 		t.slots[i] = slotOf(fingerprint(h), b, off)
 		return
-	}
-	if t.slots[i] == slotEmpty && (t.used+1)*4 > len(t.slots)*3 {
-		t.resize()
-		mask := uint64(len(t.slots) - 1)
-		for i = int(h & mask); t.slots[i] != slotEmpty; i = (i + 1) & int(mask) {
-		}
 	}
 	if t.slots[i] == slotEmpty {
 		t.used++
@@ -189,31 +189,44 @@ func (t *keyTable) remove(key []byte, h uint64, b uint32, off int) bool {
 	return true
 }
 
-// resize rehashes the live slots into a table at most half full, which
-// also drops the deletion markers.
+// resize rebuilds the index from the batches into a table at most half
+// full, which also drops the deletion markers. It reads the batches in
+// order, so only the table's slots are reached at random (rehashing from
+// the old slots would read every key at random as well). A key in two
+// batches (it expired and passed again) keeps its later entry, as load
+// does; every other entry of a batch in use is live (entries leave only
+// with their whole batch, drop).
 func (t *keyTable) resize() {
 	n := 1024
 	for n < t.live*2+2 {
 		n *= 2
 	}
-	old := t.slots
 	t.slots = make([]uint64, n)
-	mask := uint64(n - 1)
-	for _, s := range old {
-		if s == slotEmpty || s == slotDeleted {
+	t.live, t.used = 0, 0
+	for b := range t.batches {
+		bt := &t.batches[b]
+		if !bt.inUse {
 			continue
 		}
-		sl := uint64Slot(s)
-		k, _, _ := t.batches[sl.batch()].entry(sl.off())
-		for i := t.hash(k) & mask; ; i = (i + 1) & mask {
-			if t.slots[i] == slotEmpty {
-				t.slots[i] = s
-				break
+		for off := batchHeader; off < len(bt.data); {
+			k, e, next := bt.entry(off)
+			h := t.hash(k)
+			if i, ok := t.probe(k, h); !ok {
+				t.slots[i] = slotOf(fingerprint(h), uint32(b), off)
+				t.live++
+				t.used++
+			} else if t.expiryAt(i) < e {
+				t.slots[i] = slotOf(fingerprint(h), uint32(b), off)
 			}
+			off = next
 		}
 	}
-	t.used = t.live
 }
+
+// touch reads the home slot of hash h, so that the memory system starts
+// fetching it; it returns the slot for the caller to keep (a read whose
+// result is unused may be left out).
+func (t *keyTable) touch(h uint64) uint64 { return t.slots[h&uint64(len(t.slots)-1)] }
 
 // newBatch returns the number of a fresh batch whose entries expire from
 // base on.
@@ -254,7 +267,7 @@ func (t *keyTable) addAt(i int, found bool, b uint32, key []byte, h uint64, expi
 	bt.data = append(bt.data, key...)
 	bt.data = binary.BigEndian.AppendUint32(bt.data, uint32(expiry-bt.base))
 	bt.maxExp = max(bt.maxExp, expiry)
-	t.setAt(i, found, h, b, off)
+	t.setAt(i, found, key, h, b, off)
 }
 
 // drop removes batch b's entries from the index and frees its number.

@@ -84,3 +84,43 @@ func TestKeyTableMatchesAMapThroughGrowthDropsAndReload(t *testing.T) {
 		check("reloaded", again)
 	}
 }
+
+// BenchmarkKeyTableAdmit is the key table's share of the dedup gate's
+// per-record cost: a probe and an insert for each of 10,000,000 distinct
+// 7- and 8-digit keys in six tables (a partition's each, as the dedup
+// benchmarks hold them), in batches of 16,384 keys, growth included. It
+// reports nanoseconds and table bytes per key.
+//
+//	go test ./topologies -run '^$' -bench KeyTableAdmit -benchtime 1x
+func BenchmarkKeyTableAdmit(b *testing.B) {
+	const keys, parts = 10_000_000, 6
+	var bytes int64
+	for range b.N {
+		tabs := make([]*keyTable, parts)
+		open := make([]uint32, parts)
+		for i := range tabs {
+			tabs[i] = newKeyTable(maphash.MakeSeed())
+		}
+		var key []byte
+		for i := range keys {
+			p := i % parts
+			t := tabs[p]
+			key = strconv.AppendInt(key[:0], int64(1_000_000+i), 10)
+			if i%(16_384*parts) < parts {
+				open[p], _ = t.newBatch(int64(i))
+			}
+			h := t.hash(key)
+			slot, found := t.probe(key, h)
+			if found {
+				b.Fatalf("%s found before it was added", key)
+			}
+			t.addAt(slot, found, open[p], key, h, int64(i))
+		}
+		bytes = 0
+		for _, t := range tabs {
+			bytes += t.footprint()
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
+	b.ReportMetric(float64(bytes)/keys, "B/key")
+}
