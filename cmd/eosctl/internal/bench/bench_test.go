@@ -222,8 +222,16 @@ func checkCSV(t *testing.T, path string, rep *Report) {
 		if err != nil || ratio != want || row[col["interval"]] != c.Interval {
 			t.Fatalf("bench.csv row %d: %v (ratio %q), want interval %s ratio %v", i+1, row, row[col["eos_vs_baseline"]], c.Interval, want)
 		}
-		if rps, err := strconv.ParseFloat(row[col["bare_rps"]], 64); err != nil || rps != c.Modes[ModeBare].RPS {
-			t.Fatalf("bench.csv row %d: bare_rps %q, want %v", i+1, row[col["bare_rps"]], c.Modes[ModeBare].RPS)
+		for name, want := range map[string]float64{"bare_rps": c.Modes[ModeBare].RPS, "eos_commit_p50_ms": c.Modes[ModeEOS].CommitP50Ms,
+			"baseline_peak_rss_mib": c.Modes[ModeBaseline].PeakRSSMiB} {
+			if got, err := strconv.ParseFloat(row[col[name]], 64); err != nil || got != want {
+				t.Fatalf("bench.csv row %d: %s %q, want %v", i+1, name, row[col[name]], want)
+			}
+		}
+	}
+	for _, name := range rows[0] {
+		if strings.HasSuffix(name, "_") || name == "" {
+			t.Fatalf("bench.csv has a column without a name: %q", rows[0])
 		}
 	}
 }

@@ -426,12 +426,19 @@ func WriteCSV(w io.Writer, r *Report) error {
 	return cw.Error()
 }
 
-// jsonNames returns the JSON names of v's fields, in their order.
-func jsonNames(v any) []string {
-	t := reflect.TypeOf(v)
+// jsonNames returns the JSON names of v's fields, in their order, with
+// the fields of an embedded struct in its place (as encoding/json does).
+func jsonNames(v any) []string { return fieldNames(reflect.TypeOf(v)) }
+
+func fieldNames(t reflect.Type) []string {
 	var out []string
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			out = append(out, fieldNames(f.Type)...)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		out = append(out, name)
 	}
 	return out

@@ -114,22 +114,9 @@ type RunResult struct {
 	EventRPS     float64 `json:"event_rps"`
 	EventWindowS float64 `json:"event_window_s"`
 	Commits      int     `json:"commits"`
-	TxnPerSec    float64 `json:"txn_per_s"`
-	CommitP50Ms  float64 `json:"commit_p50_ms"`
-	CommitP99Ms  float64 `json:"commit_p99_ms"`
-	// FlushP50Ms is the median wait for the records in flight at a commit,
-	// part of the commit; the rest is the offset commit (and EndTxn).
-	FlushP50Ms  float64 `json:"commit_flush_p50_ms"`
-	TxnP50Ms    float64 `json:"txn_p50_ms"`
-	TxnP99Ms    float64 `json:"txn_p99_ms"`
-	OpenP50Ms   float64 `json:"open_p50_ms"`
-	OverheadPct float64 `json:"overhead_pct"`
-	// LiveCommit figures are the commits of the latency phase, when the
-	// copier is lightly loaded and a commit is only its round trips.
-	LiveCommitP50Ms float64 `json:"live_commit_p50_ms"`
+	CommitFigures
+	// LiveCommitP99Ms is the p99 of the latency phase's commits.
 	LiveCommitP99Ms float64 `json:"live_commit_p99_ms"`
-	LiveOpenP50Ms   float64 `json:"live_open_p50_ms"`
-	LiveOverheadPct float64 `json:"live_overhead_pct"`
 
 	// E2E figures are the latency phase's. A quantile is meaningful only
 	// from enough samples (e2eQuantileOK): the table says "few" instead of
@@ -198,19 +185,9 @@ type ModeFigures struct {
 	RPSMax float64 `json:"rps_max"`
 	MBps   float64 `json:"mbps"`
 
-	TxnPerSec   float64 `json:"txn_per_s"`
-	CommitP50Ms float64 `json:"commit_p50_ms"`
-	CommitP99Ms float64 `json:"commit_p99_ms"`
-	FlushP50Ms  float64 `json:"commit_flush_p50_ms"`
-	TxnP50Ms    float64 `json:"txn_p50_ms"`
-	TxnP99Ms    float64 `json:"txn_p99_ms"`
-	OpenP50Ms   float64 `json:"open_p50_ms"`
-	// OverheadPct is the share of the drain spent committing (busy);
-	// LiveOverheadPct the share of the latency phase (lightly loaded).
-	OverheadPct     float64 `json:"overhead_pct"`
-	LiveOverheadPct float64 `json:"live_overhead_pct"`
-	LiveCommitP50Ms float64 `json:"live_commit_p50_ms"`
-	LiveOpenP50Ms   float64 `json:"live_open_p50_ms"`
+	// CommitFigures are the medians of the runs' (all 0 for the JVM
+	// modes, which report no commits).
+	CommitFigures
 
 	E2EP50Ms    float64 `json:"e2e_p50_ms"`
 	E2EP99Ms    float64 `json:"e2e_p99_ms"`
@@ -229,6 +206,27 @@ type ModeFigures struct {
 	// passed the exactly-once check.
 	Runs     int `json:"runs"`
 	Verified int `json:"verified"`
+}
+
+// CommitFigures are how a copier committed: a run's figures, and in a
+// cell the medians of its runs'. The JVM modes report no commits.
+type CommitFigures struct {
+	TxnPerSec   float64 `json:"txn_per_s"`
+	CommitP50Ms float64 `json:"commit_p50_ms"`
+	CommitP99Ms float64 `json:"commit_p99_ms"`
+	// FlushP50Ms is the median wait for the records in flight at a commit,
+	// part of the commit; the rest is the offset commit (and EndTxn).
+	FlushP50Ms float64 `json:"commit_flush_p50_ms"`
+	TxnP50Ms   float64 `json:"txn_p50_ms"`
+	TxnP99Ms   float64 `json:"txn_p99_ms"`
+	OpenP50Ms  float64 `json:"open_p50_ms"`
+	// OverheadPct is the share of the drain spent committing (busy);
+	// LiveOverheadPct the share of the latency phase (lightly loaded),
+	// whose commits (LiveCommitP50Ms) are only their round trips.
+	OverheadPct     float64 `json:"overhead_pct"`
+	LiveOverheadPct float64 `json:"live_overhead_pct"`
+	LiveCommitP50Ms float64 `json:"live_commit_p50_ms"`
+	LiveOpenP50Ms   float64 `json:"live_open_p50_ms"`
 }
 
 // Ratio is the median over rounds of a per-round throughput ratio, and its
@@ -323,20 +321,22 @@ func modeFigures(runs []RunResult, m Mode) (ModeFigures, bool) {
 	p99 := all(func(r RunResult) float64 { return r.E2EP99Ms })
 	f := ModeFigures{
 		RPS: median(rps), RPSMin: minOf(rps), RPSMax: maxOf(rps),
-		MBps:            med(func(r RunResult) float64 { return r.MBps }),
-		TxnPerSec:       med(func(r RunResult) float64 { return r.TxnPerSec }),
-		CommitP50Ms:     med(func(r RunResult) float64 { return r.CommitP50Ms }),
-		CommitP99Ms:     med(func(r RunResult) float64 { return r.CommitP99Ms }),
-		FlushP50Ms:      med(func(r RunResult) float64 { return r.FlushP50Ms }),
-		TxnP50Ms:        med(func(r RunResult) float64 { return r.TxnP50Ms }),
-		TxnP99Ms:        med(func(r RunResult) float64 { return r.TxnP99Ms }),
-		OpenP50Ms:       med(func(r RunResult) float64 { return r.OpenP50Ms }),
-		OverheadPct:     med(func(r RunResult) float64 { return r.OverheadPct }),
-		LiveOverheadPct: med(func(r RunResult) float64 { return r.LiveOverheadPct }),
-		LiveCommitP50Ms: med(func(r RunResult) float64 { return r.LiveCommitP50Ms }),
-		LiveOpenP50Ms:   med(func(r RunResult) float64 { return r.LiveOpenP50Ms }),
-		E2EP50Ms:        med(func(r RunResult) float64 { return r.E2EP50Ms }),
-		E2EP99Ms:        median(p99), E2EP99MinMs: minOf(p99), E2EP99MaxMs: maxOf(p99),
+		MBps: med(func(r RunResult) float64 { return r.MBps }),
+		CommitFigures: CommitFigures{
+			TxnPerSec:       med(func(r RunResult) float64 { return r.TxnPerSec }),
+			CommitP50Ms:     med(func(r RunResult) float64 { return r.CommitP50Ms }),
+			CommitP99Ms:     med(func(r RunResult) float64 { return r.CommitP99Ms }),
+			FlushP50Ms:      med(func(r RunResult) float64 { return r.FlushP50Ms }),
+			TxnP50Ms:        med(func(r RunResult) float64 { return r.TxnP50Ms }),
+			TxnP99Ms:        med(func(r RunResult) float64 { return r.TxnP99Ms }),
+			OpenP50Ms:       med(func(r RunResult) float64 { return r.OpenP50Ms }),
+			OverheadPct:     med(func(r RunResult) float64 { return r.OverheadPct }),
+			LiveOverheadPct: med(func(r RunResult) float64 { return r.LiveOverheadPct }),
+			LiveCommitP50Ms: med(func(r RunResult) float64 { return r.LiveCommitP50Ms }),
+			LiveOpenP50Ms:   med(func(r RunResult) float64 { return r.LiveOpenP50Ms }),
+		},
+		E2EP50Ms: med(func(r RunResult) float64 { return r.E2EP50Ms }),
+		E2EP99Ms: median(p99), E2EP99MinMs: minOf(p99), E2EP99MaxMs: maxOf(p99),
 		E2EP999Ms:  med(func(r RunResult) float64 { return r.E2EP999Ms }),
 		E2EMaxMs:   maxOf(all(func(r RunResult) float64 { return r.E2EMaxMs })),
 		E2ESamples: int(minOf(all(func(r RunResult) float64 { return float64(r.E2ESamples) }))),
