@@ -161,6 +161,12 @@ type backlog struct {
 // for the modes that run later.
 func newBacklog(b *testing.B, ctx context.Context, id string, n int64, keyHeader string) *backlog {
 	b.Helper()
+	return newBacklogOf(b, ctx, datagen.Config{Topic: id + "-in", Count: n, Size: 100, Partitions: 6, KeyHeader: keyHeader})
+}
+
+// newBacklogOf is newBacklog of the records cfg says.
+func newBacklogOf(b *testing.B, ctx context.Context, cfg datagen.Config) *backlog {
+	b.Helper()
 	br, err := broker.Start(broker.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -171,7 +177,7 @@ func newBacklog(b *testing.B, ctx context.Context, id string, n int64, keyHeader
 		br.Close()
 		b.Fatal(err)
 	}
-	if _, err := datagen.Produce(ctx, cl, datagen.Config{Topic: id + "-in", Count: n, Size: 100, Partitions: 6, KeyHeader: keyHeader}); err != nil {
+	if _, err := datagen.Produce(ctx, cl, cfg); err != nil {
 		b.Fatal(err)
 	}
 	return &backlog{br: br, cl: cl, opts: opts}
