@@ -29,6 +29,7 @@ import (
 // it reports both medians and their ratio.
 //
 //	go test ./topologies -run '^$' -bench ETLAvroVsJSON -benchtime 5x
+//	EOS_BENCH_MODES=etl-avro go test ./topologies -run '^$' -bench ETLAvroVsJSON -benchtime 1x -cpuprofile avro.prof
 func BenchmarkETLAvroVsJSON(b *testing.B) {
 	reg := schemaregistry.Shared(b)
 	n := benchRecords()
@@ -62,6 +63,9 @@ func BenchmarkETLAvroVsJSON(b *testing.B) {
 			order = []string{modes[1], modes[0]}
 		}
 		for _, m := range order {
+			if only := os.Getenv("EOS_BENCH_MODES"); only != "" && !strings.Contains(only, m) {
+				continue
+			}
 			id := fmt.Sprintf("av%d", seq.Add(1))
 			dcfg := datagen.Config{Topic: id + "-in", Count: n, Size: 100, Partitions: 6}
 			o := Options{Config: jsonCfg, Output: id + "-out"}
@@ -84,6 +88,9 @@ func BenchmarkETLAvroVsJSON(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	if len(rates) < 2 {
+		return // EOS_BENCH_MODES chose one: a profile, not a comparison
+	}
 	j, a := median(rates["etl-json"]), median(rates["etl-avro"])
 	b.ReportMetric(j, "etl-json-rec/s")
 	b.ReportMetric(a, "etl-avro-rec/s")

@@ -48,6 +48,7 @@ type ETL struct {
 	outputs map[string]string
 	env     *env
 	join    *etlJoin // nil without a join
+	shaped  shapedFields
 }
 
 type etlField struct {
@@ -203,7 +204,8 @@ func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitt
 		}
 	}
 	value := in.Value
-	if len(t.fields) > 0 || len(t.drop) > 0 {
+	reshaped := len(t.fields) > 0 || len(t.drop) > 0
+	if reshaped {
 		var err error
 		if value, err = t.reshape(in.Value); err != nil {
 			return err
@@ -234,7 +236,13 @@ func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitt
 		}
 		to = s
 	}
-	out.Emit(pipeline.Output{To: to, Key: key, Value: value, Headers: in.Headers, Timestamp: in.Timestamp})
+	o := pipeline.Output{To: to, Key: key, Value: value, Headers: in.Headers, Timestamp: in.Timestamp}
+	if fe, ok := out.(fieldsEmitter); ok { // an encoder: spare it parsing the value again
+		keys, raws := t.outputFields(value, reshaped)
+		fe.emitFields(o, keys, raws)
+		return nil
+	}
+	out.Emit(o)
 	return nil
 }
 
@@ -244,6 +252,7 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 	b := make([]byte, 0, len(orig)+32*len(t.fields))
 	b = append(b, '{')
 	n := 0
+	t.shaped.reset()
 	put := func(name string, raw []byte, v any, computed bool) error {
 		if n > 0 {
 			b = append(b, ',')
@@ -251,6 +260,8 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 		n++
 		b = appendJSONString(b, name)
 		b = append(b, ':')
+		start := len(b)
+		defer func() { t.shaped.add(name, start, len(b)) }()
 		if !computed {
 			b = append(b, raw...)
 			return nil

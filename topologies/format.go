@@ -198,7 +198,11 @@ func (fm *format) wrap(t pipeline.Transform, o Options) (pipeline.Transform, err
 	}
 	if fm.inAvro {
 		w.dec = wireformat.NewDecoder(cl, fm.reader, warn)
+		if h, ok := t.(interface{ inputObject() *jsonObject }); ok {
+			w.obj = h.inputObject()
+		}
 	}
+	w.reuse = fm.outAvro && w.decl.Repartition == ""
 	if fm.outAvro {
 		if o.Output == "" {
 			return nil, eos.BadConfig("topologies.Options.Output", "output: avro registers its schema under the output topic's subject: the output topic is needed")
@@ -234,6 +238,12 @@ type formatted struct {
 	enc    *wireformat.Encoder
 	topics map[string]string // output name -> topic ("" the main output)
 	em     encodingEmitter
+	out    jsonObject // an output split into its fields, to encode
+	// obj is the topology's parsed input, which the decoder fills
+	// directly; nil if the topology does not say where it is.
+	obj   *jsonObject
+	reuse bool // the decoded JSON's buffer can be reused (see Process)
+	buf   []byte
 }
 
 // Declare implements pipeline.Declarer.
@@ -245,11 +255,27 @@ func (w *formatted) Unwrap() pipeline.Transform { return w.inner }
 // Process implements pipeline.Transform.
 func (w *formatted) Process(ctx context.Context, in *pipeline.Record, out pipeline.Emitter) error {
 	if w.dec != nil && !in.Repartitioned {
-		// A new buffer each time: what the topology emits may alias it
-		// until the transaction's records are produced.
-		js, err := w.dec.AppendJSON(ctx, make([]byte, 0, 2*len(in.Value)+16), in.Value)
+		// What the topology emits may alias the JSON until the
+		// transaction's records are produced, so it gets a new buffer each
+		// time, unless every output is encoded into a buffer of its own
+		// (output avro, no repartition topic, which stays JSON).
+		buf := w.buf[:0]
+		if !w.reuse {
+			buf = make([]byte, 0, 2*len(in.Value)+16)
+		}
+		js, err := w.dec.AppendJSON(ctx, buf, in.Value)
 		if err != nil {
 			return deadLetterBad(err)
+		}
+		if w.reuse {
+			w.buf = js
+		}
+		if w.obj != nil {
+			if keys, spans := w.dec.Fields(); keys != nil {
+				w.obj.preparsed(js, keys, spans)
+			} else {
+				w.obj.pre = nil
+			}
 		}
 		orig := in.Value
 		in.Value = js
@@ -279,9 +305,11 @@ func deadLetterBad(err error) error {
 // encodingEmitter encodes what a topology emits to the output schema; the
 // first value that does not fit is kept, and its input dead-lettered.
 type encodingEmitter struct {
-	w   *formatted
-	out pipeline.Emitter
-	err error
+	w    *formatted
+	out  pipeline.Emitter
+	err  error
+	keys []string // emitFields' output, for field
+	raws [][]byte
 }
 
 func (e *encodingEmitter) Emit(o pipeline.Output) {
@@ -292,8 +320,16 @@ func (e *encodingEmitter) Emit(o pipeline.Output) {
 		e.out.Emit(o) // internal: stays JSON
 		return
 	}
-	topic := e.w.topics[o.To]
-	v, err := e.w.enc.Append(make([]byte, 0, len(o.Value)+5), topic, o.Value)
+	if err := e.w.out.parse(o.Value); err != nil {
+		e.err = &wireformat.BadDataError{Reason: "avro-encode", Err: fmt.Errorf("the output is not a JSON object: %w", err)}
+		return
+	}
+	e.encode(o, e.w.out.get)
+}
+
+// encode emits o with its value encoded from the fields get returns.
+func (e *encodingEmitter) encode(o pipeline.Output, get func(string) ([]byte, bool)) {
+	v, err := e.w.enc.AppendFields(make([]byte, 0, len(o.Value)+5), e.w.topics[o.To], get)
 	if err != nil {
 		e.err = err
 		return
@@ -324,3 +360,71 @@ func (w *formattedFlusher) Flush(ctx context.Context, out pipeline.Emitter) erro
 
 // Discard implements pipeline.Flusher.
 func (w *formattedFlusher) Discard() { w.inner.(pipeline.Flusher).Discard() }
+
+// inputObject is where the etl topology parses its input: the decoder of
+// a formatted etl fills it directly.
+func (t *ETL) inputObject() *jsonObject { return &t.env.obj }
+
+// preparsed sets o to the fields of the JSON object b that a decoder just
+// wrote (names, and where their values are), so that the next parse of b
+// itself is skipped: b was written field by field and is valid.
+func (o *jsonObject) preparsed(b []byte, keys []string, spans [][2]int) {
+	o.keys, o.raws = append(o.keys[:0], keys...), o.raws[:0]
+	for _, sp := range spans {
+		o.raws = append(o.raws, b[sp[0]:sp[1]])
+	}
+	o.pre = b
+}
+
+// fieldsEmitter is an Emitter that takes an output already split into its
+// top-level fields (names and raw JSON values, the last of a repeated name
+// winning), as the etl topology has it: the encoder of a formatted
+// topology, which would otherwise parse the JSON again.
+type fieldsEmitter interface {
+	emitFields(o pipeline.Output, keys []string, raws [][]byte)
+}
+
+// shapedFields records where reshape put each output field.
+type shapedFields struct {
+	keys  []string
+	spans [][2]int
+	raws  [][]byte
+}
+
+func (s *shapedFields) reset() { s.keys, s.spans = s.keys[:0], s.spans[:0] }
+
+func (s *shapedFields) add(name string, start, end int) {
+	s.keys, s.spans = append(s.keys, name), append(s.spans, [2]int{start, end})
+}
+
+// outputFields returns the fields of the value Process emits: reshape's,
+// or the input's when the value is the input.
+func (t *ETL) outputFields(value []byte, reshaped bool) ([]string, [][]byte) {
+	if !reshaped {
+		return t.env.obj.keys, t.env.obj.raws
+	}
+	s := &t.shaped
+	s.raws = s.raws[:0]
+	for _, sp := range s.spans {
+		s.raws = append(s.raws, value[sp[0]:sp[1]])
+	}
+	return s.keys, s.raws
+}
+
+func (e *encodingEmitter) emitFields(o pipeline.Output, keys []string, raws [][]byte) {
+	if e.err != nil {
+		return
+	}
+	e.keys, e.raws = keys, raws
+	e.encode(o, e.field)
+}
+
+// field returns the raw value of the last field called name.
+func (e *encodingEmitter) field(name string) ([]byte, bool) {
+	for i := len(e.keys) - 1; i >= 0; i-- {
+		if e.keys[i] == name {
+			return e.raws[i], true
+		}
+	}
+	return nil, false
+}

@@ -21,6 +21,16 @@ type Decoder struct {
 	reader avro.Schema
 	warn   func(string, ...any)
 	plans  map[uint32]*plan
+	keys   []string
+	spans  [][2]int
+}
+
+// Fields returns the top-level fields of the JSON object the last
+// AppendJSON appended to an empty dst: their names and where their values
+// are, or nil if it does not know them (a schema read by the generic
+// decoder). They are valid until the next call.
+func (d *Decoder) Fields() ([]string, [][2]int) {
+	return d.keys, d.spans
 }
 
 type plan struct {
@@ -65,12 +75,18 @@ func (d *Decoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, error)
 		return dst, bad("avro-decode", "schema id %d: %v", id, p.err)
 	}
 	if p.flat != nil {
+		base := len(dst)
 		out, err := p.flat.appendJSON(dst, b[5:])
 		if err != nil {
 			return dst, bad("avro-decode", "schema id %d: %v", id, err)
 		}
+		d.keys, d.spans = p.flat.keys, p.flat.spans
+		if base != 0 {
+			d.keys = nil // spans are relative to dst's start
+		}
 		return out, nil
 	}
+	d.keys, d.spans = nil, nil
 	var v any
 	if err := avro.Unmarshal(p.generic, b[5:], &v); err != nil {
 		return dst, bad("avro-decode", "schema id %d: %v", id, err)
@@ -208,6 +224,23 @@ func (e *Encoder) Append(dst []byte, topic string, js []byte) ([]byte, error) {
 	dst = append(dst, 0)
 	dst = binary.BigEndian.AppendUint32(dst, id)
 	out, err := e.w.appendAvro(dst, js)
+	if err != nil {
+		return dst, bad("avro-encode", "%v", err)
+	}
+	return out, nil
+}
+
+// AppendFields is Append for an output already split into its fields: get
+// returns a field's raw JSON value (valid JSON), or false if the output has
+// no such field. It spares parsing the JSON again.
+func (e *Encoder) AppendFields(dst []byte, topic string, get func(name string) ([]byte, bool)) ([]byte, error) {
+	id, ok := e.ids[topic]
+	if !ok {
+		return dst, fmt.Errorf("wireformat: no schema registered for topic %s", topic)
+	}
+	dst = append(dst, 0)
+	dst = binary.BigEndian.AppendUint32(dst, id)
+	out, err := e.w.appendFields(dst, get)
 	if err != nil {
 		return dst, bad("avro-encode", "%v", err)
 	}

@@ -1,7 +1,10 @@
 package wireformat
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"strconv"
 	"fmt"
 	"math"
 	"slices"
@@ -45,16 +48,29 @@ func (w *writer) appendAvro(dst, js []byte) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("the output is not a JSON object")
 	}
-	for _, f := range w.fields {
-		fv := obj.Get(f.name)
+	return w.appendFields(dst, func(name string) ([]byte, bool) {
+		fv := obj.Get(name)
 		if fv == nil {
+			return nil, false
+		}
+		return fv.MarshalTo(nil), true
+	})
+}
+
+// appendFields encodes the fields get returns, as raw JSON values (valid
+// JSON: the caller parsed them), in the schema's order.
+func (w *writer) appendFields(dst []byte, get func(string) ([]byte, bool)) ([]byte, error) {
+	for _, f := range w.fields {
+		raw, ok := get(f.name)
+		if !ok {
 			if f.def == nil {
 				return dst, fmt.Errorf("field %q is not in the output and the schema gives it no default", f.name)
 			}
 			dst = append(dst, f.def...)
 			continue
 		}
-		if dst, err = encodeValue(dst, fv, f.t); err != nil {
+		var err error
+		if dst, err = encodeRaw(dst, raw, f.t); err != nil {
 			return dst, fmt.Errorf("field %q: %w", f.name, err)
 		}
 	}
@@ -65,26 +81,56 @@ func appendVarint(b []byte, n int64) []byte {
 	return binary.AppendUvarint(b, uint64(n<<1)^uint64(n>>63))
 }
 
-func encodeValue(dst []byte, v *fastjson.Value, t flatType) ([]byte, error) {
+// jsonKind is the JSON type of a raw value by its first byte: n, t (true
+// or false), 0 (a number), " (a string), or another byte.
+func jsonKind(raw []byte) byte {
+	switch c := raw[0]; {
+	case c == 't' || c == 'f':
+		return 't'
+	case c == '-' || '0' <= c && c <= '9':
+		return '0'
+	default:
+		return c
+	}
+}
+
+// isInteger says whether the raw JSON number has no fraction or exponent.
+func isInteger(raw []byte) bool { return bytes.IndexAny(raw, ".eE") < 0 }
+
+// str returns the bytes of a raw JSON string.
+func str(raw []byte) ([]byte, error) {
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return body, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
+}
+
+func encodeRaw(dst, raw []byte, t flatType) ([]byte, error) {
+	k := jsonKind(raw)
 	switch t.k {
 	case kNull:
-		if v.Type() == fastjson.TypeNull {
+		if k == 'n' {
 			return dst, nil
 		}
 	case kBool:
-		switch v.Type() {
-		case fastjson.TypeTrue:
-			return append(dst, 1), nil
-		case fastjson.TypeFalse:
+		if k == 't' {
+			if raw[0] == 't' {
+				return append(dst, 1), nil
+			}
 			return append(dst, 0), nil
 		}
 	case kInt, kLong:
-		if v.Type() == fastjson.TypeNumber {
-			n, err := v.Int64()
+		if k == '0' {
+			n, err := strconv.ParseInt(string(raw), 10, 64)
 			if err != nil {
-				f, ferr := v.Float64()
+				f, ferr := strconv.ParseFloat(string(raw), 64)
 				if ferr != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-					return dst, fmt.Errorf("%s is not an integer", v)
+					return dst, fmt.Errorf("%s is not an integer", raw)
 				}
 				n = int64(f)
 			}
@@ -93,53 +139,65 @@ func encodeValue(dst []byte, v *fastjson.Value, t flatType) ([]byte, error) {
 			}
 			return appendVarint(dst, n), nil
 		}
-	case kFloat:
-		if f, err := v.Float64(); err == nil {
-			return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), nil
-		}
-	case kDouble:
-		if f, err := v.Float64(); err == nil {
+	case kFloat, kDouble:
+		if k == '0' {
+			f, err := strconv.ParseFloat(string(raw), 64)
+			if err != nil {
+				return dst, fmt.Errorf("%s: %w", raw, err)
+			}
+			if t.k == kFloat {
+				return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), nil
+			}
 			return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), nil
 		}
 	case kString:
-		if s, err := v.StringBytes(); err == nil {
+		if k == '"' {
+			s, err := str(raw)
+			if err != nil {
+				return dst, err
+			}
 			return append(appendVarint(dst, int64(len(s))), s...), nil
 		}
 	case kEnum:
-		if s, err := v.StringBytes(); err == nil {
-			if i := slices.Index(t.symbols, string(s)); i >= 0 {
-				return appendVarint(dst, int64(i)), nil
+		if k == '"' {
+			s, err := str(raw)
+			if err != nil {
+				return dst, err
+			}
+			for i, sym := range t.symbols {
+				if sym == string(s) {
+					return appendVarint(dst, int64(i)), nil
+				}
 			}
 			return dst, fmt.Errorf("%q is not one of the symbols %v", s, t.symbols)
 		}
 	case kUnion:
 		for i, b := range t.branches {
-			if fits(v, b) {
-				return encodeValue(appendVarint(dst, int64(i)), v, b)
+			if fits(raw, k, b) {
+				return encodeRaw(appendVarint(dst, int64(i)), raw, b)
 			}
 		}
-		return dst, fmt.Errorf("%s fits no branch of the union", v)
+		return dst, fmt.Errorf("%s fits no branch of the union", raw)
 	}
-	return dst, fmt.Errorf("%s is not a %s", v, kindName[t.k])
+	return dst, fmt.Errorf("%s is not a %s", raw, kindName[t.k])
 }
 
-// fits says whether JSON value v has the JSON type of branch t.
-func fits(v *fastjson.Value, t flatType) bool {
-	switch v.Type() {
-	case fastjson.TypeNull:
+// fits says whether raw JSON of kind k has the JSON type of branch t.
+func fits(raw []byte, k byte, t flatType) bool {
+	switch k {
+	case 'n':
 		return t.k == kNull
-	case fastjson.TypeTrue, fastjson.TypeFalse:
+	case 't':
 		return t.k == kBool
-	case fastjson.TypeNumber:
+	case '0':
 		if t.k == kInt || t.k == kLong {
-			_, err := v.Int64()
-			return err == nil
+			return isInteger(raw)
 		}
 		return t.k == kFloat || t.k == kDouble
-	case fastjson.TypeString:
+	case '"':
 		if t.k == kEnum {
-			s, _ := v.StringBytes()
-			return slices.Contains(t.symbols, string(s))
+			s, err := str(raw)
+			return err == nil && slices.Contains(t.symbols, string(s))
 		}
 		return t.k == kString
 	}

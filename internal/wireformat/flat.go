@@ -126,6 +126,10 @@ type reader struct {
 	// scratch: per reader field, where its JSON is in buf.
 	at  [][2]int
 	buf []byte
+	// keys and spans: after appendJSON, each reader field's name and where
+	// its value is in the JSON appended, so that a caller need not parse it.
+	keys  []string
+	spans [][2]int
 }
 
 func newReader(writer, readerSchema avro.Schema) (*reader, error) {
@@ -144,9 +148,10 @@ func newReader(writer, readerSchema avro.Schema) (*reader, error) {
 		rs = writer.(*avro.RecordSchema)
 	}
 	r := &reader{fields: wf, slot: make([]int, len(wf)), defs: make([][]byte, len(rf)), at: make([][2]int, len(rf)),
-		readerEnums: make([][]string, len(rf)), readerEnumD: make([]string, len(rf))}
+		readerEnums: make([][]string, len(rf)), readerEnumD: make([]string, len(rf)), spans: make([][2]int, len(rf))}
 	for i, f := range rf {
 		r.names = append(r.names, append(appendJSONString(nil, f.name), ':'))
+		r.keys = append(r.keys, f.name)
 		af := rs.Fields()[i]
 		if e, ok := af.Type().(*avro.EnumSchema); ok && readerSchema != nil {
 			r.readerEnums[i] = e.Symbols()
@@ -205,11 +210,13 @@ func (r *reader) appendJSON(dst, p []byte) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, name...)
+		start := len(dst)
 		if a := r.at[j]; a[0] >= 0 {
 			dst = append(dst, r.buf[a[0]:a[1]]...)
 		} else {
 			dst = append(dst, r.defs[j]...)
 		}
+		r.spans[j] = [2]int{start, len(dst)}
 	}
 	return append(dst, '}'), nil
 }
