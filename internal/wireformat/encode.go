@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"strconv"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/hamba/avro/v2"
 	"github.com/valyala/fastjson"
