@@ -68,6 +68,10 @@ and the topology; the worker goes on. Stateful topologies (aggregate,
 dedup, wordcount) keep their state in memory, write every change to the compacted
 topic APP-STORE-changelog in the same transaction, and restore it from there
 (read_committed) whenever partitions are assigned, before processing them.
+An etl with a join (join: {table: TOPIC, ...}) reads its table topic, which
+must have as many partitions as the input (else exit 2), for the partitions
+it is assigned before processing them, and up to its end again before each
+poll's records.
 Config errors stop the worker at start with FILE:LINE: KEY: REASON (exit 2);
 "eosctl topology check" finds them without running.
 
