@@ -132,7 +132,7 @@ func TestJoinGivesEachEventTheRowCurrentAtItsPosition(t *testing.T) {
 // older one, or none, fails.
 func TestJoinSeesTableUpdatesCommittedBeforeEachEvent(t *testing.T) {
 	e := newTEnv(t)
-	const skus, rounds = 50, 30
+	const skus, rounds = 50, 15
 	e.topic("cat2", 2)
 	e.topic("ev2", 2)
 	for k := range skus {

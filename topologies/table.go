@@ -59,9 +59,12 @@ import (
 // its expressions read, on each lookup): size a worker for its
 // partitions' share of the table. A table partition whose last record was removed after it
 // was read (a tombstone past delete.retention.ms at the very end of a
-// partition) leaves the log's end beyond any record, and Sync would wait
-// for it; Kafka never cleans the active segment, so this needs a partition
-// with no writes for segment.ms (7 days by default).
+// partition) leaves the log's end beyond any record: Sync waits for it,
+// gives up after tableStall, and the worker reads the table again, to the
+// same end, until a record is written to that partition. Kafka never
+// cleans the active segment, so this needs a partition with no writes for
+// segment.ms (7 days by default). A leader that does not answer stalls
+// Sync the same way, and the retry then reaches the new leader.
 type Table struct {
 	topic string
 	// setting names the configuration that chose the topic, for errors;
@@ -212,7 +215,7 @@ func (t *Table) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lastLog := start
+	lastLog, progress := start, start
 	var before int64 = t.restored.Load()
 	for {
 		behind := int64(0)
@@ -229,6 +232,9 @@ func (t *Table) Sync(ctx context.Context) error {
 			lastLog = time.Now()
 			t.log.Info("restoring join table", "table", t.topic, "partitions", restoring, "read", t.restored.Load()-before, "remaining", behind)
 		}
+		if time.Since(progress) > tableStall {
+			return fmt.Errorf("reading table %s: no record for %s with %d offsets still to read up to its last stable offset; the worker reopens its session and reads the table again", t.topic, tableStall, behind)
+		}
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := t.tail.PollRecords(pctx, 50_000)
 		cancel()
@@ -237,6 +243,9 @@ func (t *Table) Sync(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if fs.NumRecords() > 0 {
+			progress = time.Now()
 		}
 		t.apply(fs)
 	}
@@ -250,6 +259,13 @@ func (t *Table) Sync(ctx context.Context) error {
 	}
 	return nil
 }
+
+// tableStall bounds how long Sync waits for the table's next record while
+// it is behind its last stable offset (a leader lost, a partition whose
+// last record was cleaned away): the open transaction cannot commit
+// meanwhile, so it gives up well within the default 60s transaction
+// timeout, and the worker reopens its session and reads the table again.
+const tableStall = 30 * time.Second
 
 // tailErr returns the first fetch error other than a context's end.
 func tailErr(fs kgo.Fetches) error {
