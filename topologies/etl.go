@@ -237,7 +237,7 @@ func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitt
 		to = s
 	}
 	o := pipeline.Output{To: to, Key: key, Value: value, Headers: in.Headers, Timestamp: in.Timestamp}
-	if fe, ok := out.(fieldsEmitter); ok { // an encoder: spare it parsing the value again
+	if fe, ok := out.(fieldsEmitter); ok && t.shaped.on { // an encoder: spare it parsing the value again
 		keys, raws := t.outputFields(value, reshaped)
 		fe.emitFields(o, keys, raws)
 		return nil
@@ -249,7 +249,7 @@ func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitt
 // reshape builds the output value from the parsed input (t.env.obj).
 func (t *ETL) reshape(orig []byte) ([]byte, error) {
 	obj := &t.env.obj
-	b := make([]byte, 0, len(orig)+32*len(t.fields))
+	b := t.shaped.output(len(orig) + 32*len(t.fields))
 	b = append(b, '{')
 	n := 0
 	t.shaped.reset()
@@ -261,13 +261,13 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 		b = appendJSONString(b, name)
 		b = append(b, ':')
 		start := len(b)
-		defer func() { t.shaped.add(name, start, len(b)) }()
-		if !computed {
-			b = append(b, raw...)
-			return nil
-		}
 		var err error
-		b, err = encodeJSON(b, v)
+		if computed {
+			b, err = encodeJSON(b, v)
+		} else {
+			b = append(b, raw...)
+		}
+		t.shaped.add(name, start, len(b))
 		return err
 	}
 	value := func(f etlField) ([]byte, any, bool, error) {

@@ -203,6 +203,9 @@ func (fm *format) wrap(t pipeline.Transform, o Options) (pipeline.Transform, err
 		}
 	}
 	w.reuse = fm.outAvro && w.decl.Repartition == ""
+	if e, ok := t.(*ETL); ok && fm.outAvro {
+		e.shaped.on = true
+	}
 	if fm.outAvro {
 		if o.Output == "" {
 			return nil, eos.BadConfig("topologies.Options.Output", "output: avro registers its schema under the output topic's subject: the output topic is needed")
@@ -384,17 +387,32 @@ type fieldsEmitter interface {
 	emitFields(o pipeline.Output, keys []string, raws [][]byte)
 }
 
-// shapedFields records where reshape put each output field.
+// shapedFields records where reshape put each output field, once on is
+// set (by an encoder that will ask for them).
 type shapedFields struct {
+	on    bool
 	keys  []string
 	spans [][2]int
 	raws  [][]byte
+	// buf is the last output's buffer: with on, every output is encoded
+	// into a buffer of its own, so the JSON's can serve the next record.
+	buf []byte
+}
+
+// output returns an empty buffer of capacity n or more for reshape.
+func (s *shapedFields) output(n int) []byte {
+	if s.on && cap(s.buf) >= n {
+		return s.buf[:0]
+	}
+	return make([]byte, 0, n)
 }
 
 func (s *shapedFields) reset() { s.keys, s.spans = s.keys[:0], s.spans[:0] }
 
 func (s *shapedFields) add(name string, start, end int) {
-	s.keys, s.spans = append(s.keys, name), append(s.spans, [2]int{start, end})
+	if s.on {
+		s.keys, s.spans = append(s.keys, name), append(s.spans, [2]int{start, end})
+	}
 }
 
 // outputFields returns the fields of the value Process emits: reshape's,
@@ -404,6 +422,7 @@ func (t *ETL) outputFields(value []byte, reshaped bool) ([]string, [][]byte) {
 		return t.env.obj.keys, t.env.obj.raws
 	}
 	s := &t.shaped
+	s.buf = value // encoded into a buffer of its own: reusable
 	s.raws = s.raws[:0]
 	for _, sp := range s.spans {
 		s.raws = append(s.raws, value[sp[0]:sp[1]])

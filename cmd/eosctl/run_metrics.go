@@ -136,6 +136,9 @@ func (e *runExporter) finish(ctx context.Context, runErr error) {
 // topology's and the etl join's, read after each commit. The topology sees each event before
 // the exporter, so the commit it counts is the one being exported.
 func (e *runExporter) watch(t pipeline.Transform, cfg *pipeline.Config) {
+	if u, ok := t.(interface{ Unwrap() pipeline.Transform }); ok {
+		t = u.Unwrap() // a topology reading or writing Avro: its counts are the JSON topology's
+	}
 	if etl, ok := t.(*topologies.ETL); ok && e != nil {
 		if _, join := etl.JoinStats(); join {
 			e.w.WatchJoin(func() metrics.JoinStats {

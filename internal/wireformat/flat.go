@@ -130,6 +130,30 @@ type reader struct {
 	// its value is in the JSON appended, so that a caller need not parse it.
 	keys  []string
 	spans [][2]int
+	// same: the reader's fields are the writer's (no reader schema, or
+	// the same one): values go straight to dst, in the payload's order.
+	same bool
+}
+
+// appendSame is appendJSON when reader and writer schemas are the same.
+func (r *reader) appendSame(dst, p []byte) ([]byte, error) {
+	dst = append(dst, '{')
+	var err error
+	for j, f := range r.fields {
+		if j > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, r.names[j]...)
+		start := len(dst)
+		if dst, p, err = decodeValue(dst, p, f.t); err != nil {
+			return dst, fmt.Errorf("field %q: %w", f.name, err)
+		}
+		r.spans[j] = [2]int{start, len(dst)}
+	}
+	if len(p) != 0 {
+		return dst, fmt.Errorf("%d bytes after the record", len(p))
+	}
+	return append(dst, '}'), nil
 }
 
 func newReader(writer, readerSchema avro.Schema) (*reader, error) {
@@ -173,11 +197,15 @@ func newReader(writer, readerSchema avro.Schema) (*reader, error) {
 	for i, w := range wf {
 		r.slot[i] = slices.IndexFunc(rf, func(f flatField) bool { return f.name == w.name })
 	}
+	r.same = readerSchema == nil || readerSchema.Fingerprint() == writer.Fingerprint()
 	return r, nil
 }
 
 // appendJSON decodes payload and appends it to dst as a JSON object.
 func (r *reader) appendJSON(dst, p []byte) ([]byte, error) {
+	if r.same {
+		return r.appendSame(dst, p)
+	}
 	r.buf = r.buf[:0]
 	for i := range r.at {
 		r.at[i] = [2]int{-1, -1}
