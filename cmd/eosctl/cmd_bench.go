@@ -168,7 +168,8 @@ held at the end, so --records is the number of keys held (peak RSS is the
 worker's memory for them). verify must find every key exactly once, in
 order. A worker with state reads one input, so there is no latency phase
 and e2e shows "-". Run --topology passthrough,dedup --modes eos for the
-ratio.
+ratio: the passthrough's backlog then carries the header too, so both
+drain records of the same shape.
 
 Output: a progress bar on a terminal, a table at the end of the essential
 columns (--wide for every column: ratio spreads, txn/s, flush, overhead,
@@ -286,9 +287,14 @@ extension; repeatable).`,
 			// behind.
 			var cfgs []bench.Config
 			names := strings.Split(cfg.Topology, ",")
+			withDedup := slices.ContainsFunc(names, func(n string) bool { return strings.TrimSpace(n) == "dedup" })
 			for _, name := range names {
 				c := cfg
 				c.Topology = strings.TrimSpace(name)
+				if withDedup && c.Topology == "passthrough" {
+					// The same records as dedup's: with its key header.
+					c.KeyHeader = bench.DedupKeyHeader
+				}
 				if len(names) > 1 {
 					if slices.ContainsFunc(cfgs, func(o bench.Config) bool { return o.Topology == c.Topology }) {
 						return usage(fmt.Errorf("--topology: %s is listed twice", c.Topology))

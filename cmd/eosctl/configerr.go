@@ -47,6 +47,7 @@ var settingFlags = map[string]string{
 	"bench.Config.OverheadBudget":        "--eos-overhead-budget",
 	"bench.Config.MaxCommitInterval":     "--max-commit-interval",
 	"bench.Config.Topology":              "--topology",
+	"bench.Config.KeyHeader":             "--topology", // set from it: passthrough beside dedup
 	"bench.Config.Modes":                 "--modes",
 	"bench.Config.Intervals":             "--intervals",
 	"bench.Config.Sizes":                 "--sizes",

@@ -268,6 +268,13 @@ type Config struct {
 	// aggcheck.Input and is judged by aggcheck.Judge; see
 	// the package documentation.
 	Topology string
+	// KeyHeader, if set, has every backlog record carry its key in this
+	// header too. The dedup topology is keyed by it and needs
+	// DedupKeyHeader (the default for it); a passthrough run to compare
+	// with dedup sets it as well, so that both drain the same records
+	// (eosctl bench --topology passthrough,dedup does). The aggregate's
+	// input has no such header.
+	KeyHeader string
 
 	// Brokers of a real cluster; empty starts an embedded one. With real
 	// brokers the benchmark creates uniquely named topics and groups and
@@ -498,6 +505,15 @@ func (c *Config) validate() error {
 		// aggcheck.Judge. etl and wordcount output is neither, so a run
 		// could not be told from a broken one.
 		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough, aggregate and dedup topologies, whose output it can judge exactly once; %s's output has no judge here", c.Topology)
+	}
+	if c.Topology == topologyDedup && c.KeyHeader == "" {
+		c.KeyHeader = DedupKeyHeader
+	}
+	switch {
+	case c.Topology == topologyDedup && c.KeyHeader != DedupKeyHeader:
+		return eos.BadConfig("bench.Config.KeyHeader", "the dedup topology's workers are keyed by the header %s, got %q", DedupKeyHeader, c.KeyHeader)
+	case c.Topology == topologyAggregate && c.KeyHeader != "":
+		return eos.BadConfig("bench.Config.KeyHeader", "the aggregate topology's input is aggcheck.Input's, without a key header: leave it empty, not %q", c.KeyHeader)
 	}
 	if c.Topology == topologyDedup {
 		for _, m := range c.Modes {

@@ -9,7 +9,7 @@ import (
 // The dedup topology's runs are the copies' with three differences:
 //
 //   - Its backlog records carry their key (datagen's seq, distinct for
-//     every record) in the header dedupHeader too, and the eos workers run
+//     every record) in the header DedupKeyHeader too, and the eos workers run
 //     dedupConfig, keyed by that header: every record passes and every
 //     key is still held when the drain ends, the gate's worst case for
 //     memory, so --records sets the keys held (10,000,000 for the figure
@@ -28,12 +28,14 @@ import (
 // topologyDedup is the topology these runs are for.
 const topologyDedup = "dedup"
 
-// dedupHeader carries each backlog record's key, the dedup key.
-const dedupHeader = "event-id"
+// DedupKeyHeader carries each backlog record's key, the dedup key. A
+// passthrough run beside a dedup run (Config.KeyHeader) carries it too, so
+// that both drain records of the same shape.
+const DedupKeyHeader = "event-id"
 
 // dedupConfig is the eos workers' configuration: a retention no run
 // outlasts, so no key expires during the drain.
-const dedupConfig = "topology: dedup\nkey: {header: " + dedupHeader + "}\nretention: 24h\n"
+const dedupConfig = "topology: dedup\nkey: {header: " + DedupKeyHeader + "}\nretention: 24h\n"
 
 // writeDedupConfig writes dedupConfig into dir, for the workers' --config.
 func writeDedupConfig(dir string) (string, error) {
@@ -52,9 +54,4 @@ func noLatencyPhase(topology string) bool {
 
 // keyHeader is the header the backlog's records carry their key in, if
 // any.
-func (b *bencher) keyHeader() string {
-	if b.cfg.Topology == topologyDedup {
-		return dedupHeader
-	}
-	return ""
-}
+func (b *bencher) keyHeader() string { return b.cfg.KeyHeader }

@@ -15,11 +15,16 @@ import (
 // the event-id header, the worker de-duplicates by it, and verify finds
 // every key exactly once in order; throughput, CPU and the worker's peak
 // RSS are measured, latency is not ("-" in the table). A mode that keeps no
-// state is refused before anything runs.
+// state, or another key header, is refused before anything runs.
 func TestDedupBenchJudgesEveryKeyExactlyOnce(t *testing.T) {
 	bad := Config{Topology: topologyDedup, Modes: []Mode{ModeEOS, ModeBare}}
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "eos mode only") {
 		t.Fatalf("dedup with the bare mode: got %v, want a refusal naming the eos mode", err)
+	}
+	for _, c := range []Config{{Topology: topologyDedup, KeyHeader: "other"}, {Topology: topologyAggregate, KeyHeader: DedupKeyHeader}} {
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "bench.Config.KeyHeader") {
+			t.Fatalf("%s with key header %q: got %v, want a refusal naming bench.Config.KeyHeader", c.Topology, c.KeyHeader, err)
+		}
 	}
 	bin, cleanup, err := eosctltest.Build()
 	if err != nil {

@@ -239,6 +239,9 @@ func writeNotes(w io.Writer, r *Report) {
 	if p.Topology == topologyAggregate {
 		fmt.Fprintln(w, "aggregate: aggcheck.Input (orders, late records, poison pills; size -), judged by aggcheck.Judge (every window and dead letter exactly once); no e2e latency: a window's result is written when its grace period has passed in event time, so the delay from an order to its result is the input's, not the processor's")
 	}
+	if p.KeyHeader != "" && p.Topology != topologyDedup {
+		fmt.Fprintf(w, "every backlog record carries its key in the header %s too, as dedup's input does\n", p.KeyHeader)
+	}
 	if p.Topology == topologyDedup {
 		fmt.Fprintf(w, "dedup: %s, every record a distinct key (held to the end), judged by verify (every key exactly once, in order); no e2e latency: a worker with state reads one input, so there is no live input\n", strings.TrimSpace(strings.ReplaceAll(dedupConfig, "\n", "; ")))
 	}

@@ -63,6 +63,7 @@ type Params struct {
 	KStreamsStore string `json:"kstreams_store,omitempty"`
 
 	Topology   string   `json:"topology"`
+	KeyHeader  string   `json:"key_header,omitempty"` // every backlog record's key, in this header too
 	Intervals  []string `json:"intervals"`
 	Sizes      []int    `json:"sizes"`
 	Records    []int64  `json:"records"` // per size, in the order of sizes

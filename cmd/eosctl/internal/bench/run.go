@@ -522,7 +522,7 @@ func (b *bencher) params() Params {
 		Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(),
 		Broker: "embedded", RTT: c.RTT.String(), RTTMs: ms(c.RTT),
 		Modes: c.Modes, NoIdempotencyKey: c.NoIdempotencyKey,
-		Topology: c.Topology, Sizes: c.Sizes, Partitions: c.Partitions, Workers: c.Workers, Repeat: c.Repeat,
+		Topology: c.Topology, KeyHeader: c.KeyHeader, Sizes: c.Sizes, Partitions: c.Partitions, Workers: c.Workers, Repeat: c.Repeat,
 		OverheadBudget: c.OverheadBudget, MaxCommitInterval: c.MaxCommitInterval.String(), LatencyRate: c.LatencyRate,
 		LatencyDurationNote: "max(" + DefaultLatencyDuration.String() + ", 3 commit intervals)",
 		Clock:               "every mode: the group's committed offsets on the backlog, read from the broker every " + clockPoll.String() + ", between 10% and 90% of the backlog",
