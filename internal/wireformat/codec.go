@@ -217,30 +217,37 @@ func incompatible(s, old avro.Schema) string {
 // (which Register must have seen). A value that does not fit the schema is
 // a *BadDataError (avro-encode).
 func (e *Encoder) Append(dst []byte, topic string, js []byte) ([]byte, error) {
-	id, ok := e.ids[topic]
-	if !ok {
-		return dst, fmt.Errorf("wireformat: no schema registered for topic %s", topic)
-	}
-	dst = append(dst, 0)
-	dst = binary.BigEndian.AppendUint32(dst, id)
-	out, err := e.w.appendAvro(dst, js)
+	body, err := e.header(dst, topic)
 	if err != nil {
-		return dst, bad("avro-encode", "%v", err)
+		return dst, err
 	}
-	return out, nil
+	out, err := e.w.appendAvro(body, js)
+	return encoded(dst, out, err)
 }
 
 // AppendFields is Append for an output already split into its fields: get
 // returns a field's raw JSON value (valid JSON), or false if the output has
 // no such field. It spares parsing the JSON again.
 func (e *Encoder) AppendFields(dst []byte, topic string, get func(name string) ([]byte, bool)) ([]byte, error) {
+	body, err := e.header(dst, topic)
+	if err != nil {
+		return dst, err
+	}
+	out, err := e.w.appendFields(body, get)
+	return encoded(dst, out, err)
+}
+
+// header appends the magic byte and topic's schema id.
+func (e *Encoder) header(dst []byte, topic string) ([]byte, error) {
 	id, ok := e.ids[topic]
 	if !ok {
 		return dst, fmt.Errorf("wireformat: no schema registered for topic %s", topic)
 	}
-	dst = append(dst, 0)
-	dst = binary.BigEndian.AppendUint32(dst, id)
-	out, err := e.w.appendFields(dst, get)
+	return binary.BigEndian.AppendUint32(append(dst, 0), id), nil
+}
+
+// encoded returns an encoding's result, or dst and its error as bad data.
+func encoded(dst, out []byte, err error) ([]byte, error) {
 	if err != nil {
 		return dst, bad("avro-encode", "%v", err)
 	}
