@@ -45,6 +45,7 @@ type keyBatch struct {
 	maxExp int64  // the latest expiry in the batch
 	name   string // store key once written, "" before
 	inUse  bool
+	n      int // entries
 }
 
 const (
@@ -197,8 +198,17 @@ func (t *keyTable) remove(key []byte, h uint64, b uint32, off int) bool {
 // does; every other entry of a batch in use is live (entries leave only
 // with their whole batch, drop).
 func (t *keyTable) resize() {
+	// Room for every entry of every batch, not only the live keys: a
+	// batch being loaded holds entries not indexed yet, and the table
+	// must never fill (probe ends at an empty slot).
+	entries := 0
+	for b := range t.batches {
+		if t.batches[b].inUse {
+			entries += t.batches[b].n
+		}
+	}
 	n := 1024
-	for n < t.live*2+2 {
+	for n < max(t.live, entries)*2+2 {
 		n *= 2
 	}
 	t.slots = make([]uint64, n)
@@ -267,6 +277,7 @@ func (t *keyTable) addAt(i int, found bool, b uint32, key []byte, h uint64, expi
 	bt.data = append(bt.data, key...)
 	bt.data = binary.BigEndian.AppendUint32(bt.data, uint32(expiry-bt.base))
 	bt.maxExp = max(bt.maxExp, expiry)
+	bt.n++
 	t.setAt(i, found, key, h, b, off)
 }
 
@@ -289,7 +300,8 @@ func (t *keyTable) load(name string, data []byte) (uint32, bool, error) {
 		return 0, false, nil
 	}
 	// Validate before indexing anything.
-	for off := batchHeader; off < len(data); {
+	entries := 0
+	for off := batchHeader; off < len(data); entries++ {
 		n, w := binary.Uvarint(data[off:])
 		if off >= maxBatchBytes || w <= 0 || uint64(len(data)-off-w) < n+4 {
 			return 0, false, nil
@@ -301,7 +313,7 @@ func (t *keyTable) load(name string, data []byte) (uint32, bool, error) {
 		return 0, false, err
 	}
 	bt := &t.batches[b]
-	bt.data, bt.name = data, name
+	bt.data, bt.name, bt.n = data, name, entries
 	for off := batchHeader; off < len(data); {
 		k, e, next := bt.entry(off)
 		bt.maxExp = max(bt.maxExp, e)

@@ -75,6 +75,22 @@ func TestKeyTableMatchesAMapThroughGrowthDropsAndReload(t *testing.T) {
 			}
 		}
 		check("built", tab)
+		// One big batch into an empty table: far more entries than the
+		// table has slots when its first growth comes.
+		big := weak(newKeyTable(seed))
+		bb, _ := big.newBatch(0)
+		for i := range 15_000 {
+			k := []byte("big-" + strconv.Itoa(i))
+			if !big.fits(bb, len(k), int64(i)) {
+				t.Fatalf("key %d does not fit one batch", i)
+			}
+			big.add(bb, k, big.hash(k), int64(i))
+		}
+		if again := weak(newKeyTable(seed)); true {
+			if _, ok, err := again.load("big", big.batches[bb].data); !ok || err != nil || again.live != 15_000 {
+				t.Fatalf("run %d: loading one batch of 15,000 keys: %v %v, %d live", run, ok, err, again.live)
+			}
+		}
 		again := weak(newKeyTable(seed))
 		for _, b := range live {
 			if _, ok, err := again.load("x", tab.batches[b].data); !ok || err != nil {
