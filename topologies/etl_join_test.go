@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/committed"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -121,6 +123,94 @@ func TestJoinGivesEachEventTheRowCurrentAtItsPosition(t *testing.T) {
 	s, _ := tr.JoinStats()
 	if s.Rows != int64(len(want)) || s.Restored != int64(len(table)) {
 		t.Fatalf("join stats %+v: want %d rows from %d table records", s, len(want), len(table))
+	}
+}
+
+// The table follows the group's assignment: a second worker joins while
+// events stream (the first gives up half its partitions, and their table
+// partitions, to it) and later leaves (the first takes them back and
+// restores their table partitions again). Every event must still be joined
+// exactly once with its sku's row, and none dead-lettered: a worker that
+// joined a record against a table partition it did not hold would have
+// dead-lettered it join-key-partition, or joined it with no row.
+func TestJoinFollowsRebalances(t *testing.T) {
+	e := newTEnv(t)
+	const skus, events = 500, 9000
+	var table []*kgo.Record
+	for k := range skus {
+		table = append(table, &kgo.Record{Key: []byte("sku-" + strconv.Itoa(k)), Value: catalogRow(k, 1)})
+	}
+	e.produce("cat4", 6, table)
+	e.topic("ev4", 6)
+	cfg := writeConfig(t, "join.yaml", "topology: etl\njoin: {table: cat4, key: _key, as: row}\nmap:\n  price: row.price\n")
+	type worker struct {
+		w    *pipeline.Worker
+		tr   *ETL
+		stop func()
+	}
+	start := func(instance string) *worker {
+		tr, err := NewETL(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := pipeline.New(pipeline.Config{App: "join4", Instance: instance, Inputs: []string{"ev4"}, Output: "ev4-out",
+			CommitInterval: 20 * time.Millisecond, SessionTimeout: 4 * time.Second, ClientOpts: e.opts}, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(e.ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		return &worker{w, tr, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("worker %s: %v", instance, err)
+			}
+		}}
+	}
+	// busy waits until a worker has joined records (and so restored its
+	// table partitions) and committed.
+	busy := func(x *worker, what string) {
+		testenv.Eventually(t, time.Minute, what, func() (bool, string) {
+			s, _ := x.tr.JoinStats()
+			return s.Lookups > 0 && x.w.Stats().Committed.Load() > 0, fmt.Sprintf("%+v", s)
+		})
+	}
+	var in []*kgo.Record
+	for i := range events {
+		sku := "sku-" + strconv.Itoa(i%skus)
+		in = append(in, &kgo.Record{Key: []byte(sku), Value: fmt.Appendf(nil, `{"seq":%d}`, i)})
+	}
+	a := start("a")
+	e.produce("ev4", 6, in[:events/3])
+	busy(a, "worker a joined records")
+	b := start("b")
+	e.produce("ev4", 6, in[events/3:2*events/3])
+	busy(b, "worker b joined records")
+	b.stop()
+	e.produce("ev4", 6, in[2*events/3:])
+	testenv.Eventually(t, 2*time.Minute, "the group caught up", func() (bool, string) {
+		ok, err := committed.Check(e.ctx, e.opts, committed.Wait{Group: "join4", Topics: []string{"ev4"}, Outputs: []string{"ev4-out"}})
+		return err == nil && ok, fmt.Sprint(err)
+	})
+	a.stop()
+	// a read the partitions it gave b back again: more table records than
+	// the table holds.
+	if sa, _ := a.tr.JoinStats(); sa.Restored <= skus {
+		t.Fatalf("worker a read %d table records, the table's %d once: the partitions never moved", sa.Restored, skus)
+	}
+	seen := map[int]bool{}
+	for _, r := range e.read("ev4-out") {
+		v := decode(t, r.Value)
+		seq := int(v["seq"].(float64))
+		k, _ := strconv.Atoi(strings.TrimPrefix(string(r.Key), "sku-"))
+		if seen[seq] || v["price"] != float64(100*k+1) {
+			t.Fatalf("event %d: %s (seen before: %v), want price %d", seq, r.Value, seen[seq], 100*k+1)
+		}
+		seen[seq] = true
+	}
+	if len(seen) != events {
+		t.Fatalf("%d of %d events joined; dead letters: %v", len(seen), events, e.deadLetters("join4-dlq", "", "ev4"))
 	}
 }
 
