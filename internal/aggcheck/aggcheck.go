@@ -84,6 +84,9 @@ const MaxRecords = 600_000
 type Input struct {
 	Topic   string
 	Records []*kgo.Record // in the order Produce writes them
+	// Encode, if set, turns each value into what is written (Avro, say);
+	// Records keep the JSON, with the partitions and offsets written.
+	Encode func([]byte) ([]byte, error)
 }
 
 // NewInput returns n regular records (at most
@@ -116,7 +119,7 @@ func NewInput(topic string, n int, seed uint64) *Input {
 // Produce writes the records to cl in batches, at about rate records per
 // second (0: as fast as the broker takes them).
 func (in *Input) Produce(ctx context.Context, cl *kgo.Client, rate int) error {
-	return produceBatches(ctx, cl, in.Records, rate)
+	return produceBatches(ctx, cl, in.Records, rate, in.Encode)
 }
 
 // Heartbeats returns one record for each of the repartition topic's
@@ -140,15 +143,22 @@ func (in *Input) Heartbeats(partitions int) []*kgo.Record {
 
 // ProduceHeartbeats writes [Input.Heartbeats].
 func (in *Input) ProduceHeartbeats(ctx context.Context, cl *kgo.Client, partitions int) error {
-	return produceBatches(ctx, cl, in.Heartbeats(partitions), 0)
+	return produceBatches(ctx, cl, in.Heartbeats(partitions), 0, in.Encode)
 }
 
-func produceBatches(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, rate int) error {
+func produceBatches(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, rate int, encode func([]byte) ([]byte, error)) error {
 	start := time.Now()
 	for i := 0; i < len(recs); i += produceBatch {
 		end := min(i+produceBatch, len(recs))
-		if err := cl.ProduceSync(ctx, recs[i:end]...).FirstErr(); err != nil {
+		batch, err := encoded(recs[i:end], encode)
+		if err != nil {
+			return err
+		}
+		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
 			return fmt.Errorf("aggcheck: producing records %d..%d of %d to %s: %w", i, end, len(recs), recs[i].Topic, err)
+		}
+		for j, r := range batch {
+			recs[i+j].Partition, recs[i+j].Offset = r.Partition, r.Offset
 		}
 		if rate > 0 {
 			if d := time.Until(start.Add(time.Duration(end) * time.Second / time.Duration(rate))); d > 0 {
@@ -161,6 +171,22 @@ func produceBatches(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, rat
 		}
 	}
 	return nil
+}
+
+// encoded returns recs, or copies of them with their values encoded.
+func encoded(recs []*kgo.Record, encode func([]byte) ([]byte, error)) ([]*kgo.Record, error) {
+	if encode == nil {
+		return recs, nil
+	}
+	out := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		v, err := encode(r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("aggcheck: encoding %s: %w", r.Value, err)
+		}
+		out[i] = &kgo.Record{Topic: r.Topic, Key: r.Key, Value: v}
+	}
+	return out, nil
 }
 
 // Window is one window's final result, as the aggregate topology

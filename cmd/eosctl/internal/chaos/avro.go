@@ -2,16 +2,23 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"time"
 
+	"github.com/eosctl/eos/internal/aggcheck"
+	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/schemaregistry"
 	"github.com/eosctl/eos/internal/wireformat"
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -114,4 +121,102 @@ func (a *avroCopying) close() {
 // and registers the output schema again (the same id).
 func avroKills(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
 	return killsMidTransaction(ctx, h, sz, res, w, "avro")
+}
+
+// topologyAvroAggregate is the aggregate topology reading Avro: see
+// avroAggregating.
+const topologyAvroAggregate = "aggregate-avro"
+
+// avroEventSchema is the schema of aggcheck's records in Avro: late
+// defaults to false, so a regular record decodes with "late":false, which
+// the topology ignores, and a late one exactly as aggcheck wrote it.
+const avroEventSchema = `{"type": "record", "name": "Event", "fields": [
+  {"name": "user", "type": "string"}, {"name": "ts", "type": "long"},
+  {"name": "amount", "type": "long"}, {"name": "late", "type": "boolean", "default": false}]}`
+
+// avroAggregating is the aggregate drill (aggcheck's input, config and
+// judge) with the input in the Confluent wire format against a registry
+// it starts: aggcheck's records are encoded as they are written (its
+// poison pills, which are not JSON objects, left out), and the reference
+// is computed from the JSON they were encoded from, at the partitions and
+// offsets they were written to. The repartition topic stays JSON, so a late
+// record's dead letter carries its decoded JSON, byte for byte what
+// aggcheck wrote.
+type avroAggregating struct {
+	*aggregating
+	reg *schemaregistry.Registry
+}
+
+func newAvroAggregating() *avroAggregating {
+	a := &avroAggregating{}
+	a.aggregating = &aggregating{config: aggcheck.Config + "format: {input: avro}\n", newInput: a.newInput, judge: a.judge}
+	return a
+}
+
+func (a *avroAggregating) topology(h *harness) ([]string, error) {
+	var err error
+	if a.reg, err = schemaregistry.Start(context.Background(), schemaregistry.Config{Dir: filepath.Join(h.dir, "registry")}); err != nil {
+		return nil, err
+	}
+	args, err := a.aggregating.topology(h)
+	return append(args, "--schema-registry", a.reg.URL()), err
+}
+
+func (a *avroAggregating) newInput(topic string, n int, seed uint64) *aggcheck.Input {
+	in := aggcheck.NewInput(topic, n, seed)
+	in.Records = slices.DeleteFunc(in.Records, func(r *kgo.Record) bool { return !json.Valid(r.Value) })
+	in.Encode = func([]byte) ([]byte, error) { return nil, fmt.Errorf("no registry") }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := wireformat.NewClient(wireformat.Registry{URL: a.reg.URL()})
+	if err != nil {
+		return in
+	}
+	enc, err := wireformat.NewEncoder(avro.MustParse(avroEventSchema))
+	if err == nil {
+		err = enc.Register(ctx, cl, topic)
+	}
+	if err != nil {
+		in.Encode = func([]byte) ([]byte, error) { return nil, err }
+		return in
+	}
+	in.Encode = func(js []byte) ([]byte, error) { return enc.Append(nil, topic, js) }
+	return in
+}
+
+// judge is aggcheck's judge with the reference computed from the JSON the
+// input was encoded from.
+func (a *avroAggregating) judge(ctx context.Context, opts []kgo.Opt, t aggcheck.Topics) (*aggcheck.Report, error) {
+	read := func(topic string) ([]*kgo.Record, error) {
+		parts, err := committed.Read(ctx, opts, topic)
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return nil, nil
+		}
+		return committed.Flatten(parts), err
+	}
+	results, err := read(t.Output)
+	if err != nil {
+		return nil, err
+	}
+	dls, err := read(t.DeadLetters)
+	if err != nil {
+		return nil, err
+	}
+	rep := aggcheck.NewReference(t.Input, a.input.Records).Judge(results, dls)
+	rep.Output, rep.DeadLetterTopic = t.Output, t.DeadLetters
+	return rep, nil
+}
+
+func (a *avroAggregating) close() {
+	a.aggregating.close()
+	if a.reg != nil {
+		a.reg.Kill()
+	}
+}
+
+// avroAggregateKills SIGKILLs the Avro aggregate's two workers
+// mid-transaction at random; each restart restores its windows from the
+// changelog and fetches the input's schema again.
+func avroAggregateKills(ctx context.Context, h *harness, sz Size, res *Result, w workload) error {
+	return killsMidTransaction(ctx, h, sz, res, w, "avro-agg")
 }

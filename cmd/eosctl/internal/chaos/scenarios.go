@@ -61,7 +61,7 @@ type Result struct {
 
 // Stateful reports whether the row is of the aggregate topology.
 func (r *Result) Stateful() bool {
-	return r.Topology == topologyAggregate || r.Topology == topologySessions
+	return r.Topology == topologyAggregate || r.Topology == topologySessions || r.Topology == topologyAvroAggregate
 }
 
 // OK reports whether exactly-once held: the judge of the row's topology
@@ -161,6 +161,7 @@ func Scenarios() []Scenario {
 		{Name: "dedup-kills", Topology: topologyDedup, Description: "the dedup topology (key seq, every record written twice), workers SIGKILLed mid-transaction: every seq once", run: dedupKills},
 		{Name: "session-kills", Topology: topologySessions, Description: "the aggregate topology with session windows (a gap of 1s, records held back to bridge sessions), workers SIGKILLed mid-transaction: every session equals the reference sessioniser's, once", run: sessionKills},
 		{Name: "avro-kills", Topology: topologyAvro, Description: "the etl topology on Avro topics (the Confluent wire format, a real Schema Registry), workers SIGKILLed mid-transaction: every key once, each output decoded by hamba/avro with the output schema and equal to its input's fields", run: avroKills},
+		{Name: "avro-aggregate-kills", Topology: topologyAvroAggregate, Description: "the aggregate topology reading Avro (aggcheck's records in the Confluent wire format, a real Schema Registry), workers SIGKILLed mid-transaction: every window and late record's dead letter exactly once, judged against the JSON the input was encoded from", run: avroAggregateKills},
 		{Name: "join-kills", Topology: topologyJoin, Description: "the etl topology joining each record with a table row of its key (the table written before the events), workers SIGKILLed mid-transaction, each restart restoring the table: every key once, each with its row's price", run: joinKills},
 		stateful(clean), stateful(hard), stateful(moves), stateful(leaders), stateful(lost), stateful(slow), stateful(timeout), stateful(partition),
 	}

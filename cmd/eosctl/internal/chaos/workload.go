@@ -48,6 +48,8 @@ func newWorkload(topology string) workload {
 		return &joining{}
 	case topologyAvro:
 		return &avroCopying{}
+	case topologyAvroAggregate:
+		return newAvroAggregating()
 	}
 	return &copying{}
 }
