@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestRegistryServesTheConfluentAPIAndRestarts(t *testing.T) {
+func TestRegistryServesTheConfluentAPIAndRefusesABusyPort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a JVM")
 	}
@@ -24,10 +24,6 @@ func TestRegistryServesTheConfluentAPIAndRestarts(t *testing.T) {
 	if Ready(ctx, r.URL()) {
 		t.Fatal("killed registry still answers")
 	}
-	if err := r.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if !Ready(ctx, r.URL()) {
-		t.Fatal("restarted registry does not answer")
-	}
+	// Restart is exercised by the topologies package's registry outage
+	// test, which needs the restarted registry to serve its schemas.
 }
