@@ -53,7 +53,7 @@ func BenchmarkETLAvroVsJSON(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	enc, err := wireformat.NewEncoder(must(wireformat.ParseSchema(datagen.AvroSchema)))
+	enc, err := wireformat.NewAvroEncoder(must(wireformat.ParseSchema(datagen.AvroSchema)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func BenchmarkETLProcessAvroVsJSON(b *testing.B) {
 		b.Fatal(err)
 	}
 	cl := must(wireformat.NewClient(wireformat.Registry{URL: reg.URL()}))
-	enc := must(wireformat.NewEncoder(must(wireformat.ParseSchema(datagen.AvroSchema))))
+	enc := must(wireformat.NewAvroEncoder(must(wireformat.ParseSchema(datagen.AvroSchema))))
 	ctx := context.Background()
 	if err := enc.Register(ctx, cl, "pb-in"); err != nil {
 		b.Fatal(err)

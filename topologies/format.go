@@ -7,12 +7,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/internal/wireformat"
 	"github.com/eosctl/eos/pipeline"
-	"github.com/hamba/avro/v2"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -55,14 +55,14 @@ type SchemaRegistry struct {
 	User, Password         string
 }
 
-var formatKeys = []string{"input", "output", "reader_schema", "output_schema"}
+var formatKeys = []string{"input", "output", "reader_schema", "output_schema", "output_message"}
 
 // format is a configuration's format key.
 type format struct {
-	inAvro, outAvro bool
-	reader, output  avro.Schema
-	outputLine      *yaml.Node
-	file            string
+	in, out        wireformat.Kind // json if not given
+	reader, output wireformat.Schema
+	outputLine     *yaml.Node
+	file           string
 }
 
 // readFormat reads the format key of the configuration at path; nil if it
@@ -84,13 +84,22 @@ func readFormat(path string) (*format, error) {
 	return nil, nil
 }
 
+// formatNames lists the formats there are, for messages: "json or avro".
+func formatNames() string {
+	names := []string{string(wireformat.JSON)}
+	for _, k := range wireformat.Kinds() {
+		names = append(names, string(k))
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 func (d *doc) format(f field) (*format, error) {
 	fs, err := d.fields(f.value, f.key, formatKeys)
 	if err != nil {
 		return nil, err
 	}
-	fm := &format{file: d.file}
-	var readerField, outputField *field
+	fm := &format{file: d.file, in: wireformat.JSON, out: wireformat.JSON}
+	var readerField, outputField, messageField *field
 	for _, x := range fs {
 		switch x.name {
 		case "input", "output":
@@ -98,51 +107,74 @@ func (d *doc) format(f field) (*format, error) {
 			if err != nil {
 				return nil, err
 			}
-			switch s {
-			case "json", "avro":
-			case "protobuf", "json-schema":
-				return nil, d.errAt(x.value, x.key, "%s is not supported yet (json or avro)", s)
+			k := wireformat.Kind(s)
+			switch {
+			case k == wireformat.JSON || wireformat.Lookup(k) != nil:
+			case k == wireformat.Avro || k == wireformat.Protobuf || k == wireformat.JSONSchema:
+				return nil, d.errAt(x.value, x.key, "%s is not supported yet (%s)", s, formatNames())
 			default:
-				return nil, d.errAt(x.value, x.key, "want json or avro, got %q", s)
+				return nil, d.errAt(x.value, x.key, "want %s, got %q", formatNames(), s)
 			}
 			if x.name == "input" {
-				fm.inAvro = s == "avro"
+				fm.in = k
 			} else {
-				fm.outAvro = s == "avro"
+				fm.out = k
 			}
-		case "reader_schema", "output_schema":
-			s, err := d.schema(x)
-			if err != nil {
-				return nil, err
-			}
-			if x.name == "reader_schema" {
-				fm.reader, readerField = s, &x
-			} else {
-				fm.output, outputField, fm.outputLine = s, &x, x.value
-			}
+		case "reader_schema":
+			readerField = &x
+		case "output_schema":
+			outputField, fm.outputLine = &x, x.value
+		case "output_message":
+			messageField = &x
 		}
 	}
 	switch {
-	case readerField != nil && !fm.inAvro:
-		return nil, d.errAt(readerField.line, readerField.key, "a reader schema is for input: avro")
-	case outputField != nil && !fm.outAvro:
-		return nil, d.errAt(outputField.line, outputField.key, "an output schema is for output: avro")
-	case fm.outAvro && outputField == nil:
-		return nil, d.errAt(f.line, f.key, "output: avro needs output_schema: FILE.avsc (the Avro schema the output records are written with)")
+	case readerField != nil && fm.in == wireformat.JSON:
+		return nil, d.errAt(readerField.line, readerField.key, "a reader schema is for an input in a wire format (input: %s)", strings.Join(kindNames(), ", input: "))
+	case outputField != nil && fm.out == wireformat.JSON:
+		return nil, d.errAt(outputField.line, outputField.key, "an output schema is for an output in a wire format (output: %s)", strings.Join(kindNames(), ", output: "))
+	case messageField != nil && fm.out != wireformat.Protobuf:
+		return nil, d.errAt(messageField.line, messageField.key, "output_message names the message of output: protobuf")
+	case fm.out != wireformat.JSON && outputField == nil:
+		return nil, d.errAt(f.line, f.key, "output: %s needs output_schema: FILE%s (the schema the output records are written with)", fm.out, wireformat.Lookup(fm.out).SchemaExt())
 	}
-	if fm.output != nil {
-		if _, err := wireformat.NewEncoder(fm.output); err != nil {
+	message := ""
+	if messageField != nil {
+		if message, err = d.str(*messageField); err != nil {
+			return nil, err
+		}
+	}
+	if readerField != nil {
+		if fm.reader, err = d.schema(*readerField, fm.in, ""); err != nil {
+			return nil, err
+		}
+	}
+	if outputField != nil {
+		if fm.output, err = d.schema(*outputField, fm.out, message); err != nil {
+			return nil, err
+		}
+		if _, err := wireformat.Lookup(fm.out).NewEncoder(fm.output); err != nil {
 			return nil, d.errAt(outputField.value, outputField.key, "%v", err)
 		}
 	}
-	if !fm.inAvro && !fm.outAvro {
+	if fm.in == wireformat.JSON && fm.out == wireformat.JSON {
 		return nil, nil
 	}
 	return fm, nil
 }
 
-// schema reads the Avro schema file x names, relative to the configuration.
-func (d *doc) schema(x field) (avro.Schema, error) {
+// kindNames lists the wire formats' names.
+func kindNames() []string {
+	var names []string
+	for _, k := range wireformat.Kinds() {
+		names = append(names, string(k))
+	}
+	return names
+}
+
+// schema reads the schema file x names, relative to the configuration, as
+// a schema of format k (message: the message type, for protobuf).
+func (d *doc) schema(x field, k wireformat.Kind, message string) (wireformat.Schema, error) {
 	p, err := d.str(x)
 	if err != nil {
 		return nil, err
@@ -154,9 +186,9 @@ func (d *doc) schema(x field) (avro.Schema, error) {
 	if err != nil {
 		return nil, d.errAt(x.value, x.key, "%v", err)
 	}
-	s, err := wireformat.ParseSchema(string(b))
+	s, err := wireformat.Lookup(k).Parse(p, b, message)
 	if err != nil {
-		return nil, d.errAt(x.value, x.key, "%s is not an Avro schema: %v", p, err)
+		return nil, d.errAt(x.value, x.key, "%s: %v", p, err)
 	}
 	return s, nil
 }
@@ -196,21 +228,27 @@ func (fm *format) wrap(t pipeline.Transform, o Options) (pipeline.Transform, err
 			o.Warn(fmt.Sprintf(format, args...))
 		}
 	}
-	if fm.inAvro {
-		w.dec = wireformat.NewDecoder(cl, fm.reader, warn)
+	if fm.in != wireformat.JSON {
+		if w.dec, err = wireformat.Lookup(fm.in).NewDecoder(cl, fm.reader, warn); err != nil {
+			return nil, err
+		}
 		if h, ok := t.(interface{ inputObject() *jsonObject }); ok {
 			w.obj = h.inputObject()
 		}
 	}
-	w.reuse = fm.outAvro && w.decl.Repartition == ""
-	if e, ok := t.(*ETL); ok && fm.outAvro {
+	outWire := fm.out != wireformat.JSON
+	w.reuse = outWire && w.decl.Repartition == ""
+	if e, ok := t.(*ETL); ok && outWire {
 		e.shaped.on = true
 	}
-	if fm.outAvro {
+	if outWire {
 		if o.Output == "" {
-			return nil, eos.BadConfig("topologies.Options.Output", "output: avro registers its schema under the output topic's subject: the output topic is needed")
+			return nil, eos.BadConfig("topologies.Options.Output", "output: %s registers its schema under the output topic's subject: the output topic is needed", fm.out)
 		}
-		w.enc, _ = wireformat.NewEncoder(fm.output)
+		w.kind = fm.out
+		if w.enc, err = wireformat.Lookup(fm.out).NewEncoder(fm.output); err != nil {
+			return nil, err
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
 		defer cancel()
 		w.topics = map[string]string{"": o.Output}
@@ -237,8 +275,9 @@ func (fm *format) wrap(t pipeline.Transform, o Options) (pipeline.Transform, err
 type formatted struct {
 	inner  pipeline.Transform
 	decl   pipeline.Declaration
-	dec    *wireformat.Decoder
-	enc    *wireformat.Encoder
+	dec    wireformat.Decoder
+	enc    wireformat.Encoder
+	kind   wireformat.Kind   // the output's format
 	topics map[string]string // output name -> topic ("" the main output)
 	em     encodingEmitter
 	out    jsonObject // an output split into its fields, to encode
@@ -324,7 +363,7 @@ func (e *encodingEmitter) Emit(o pipeline.Output) {
 		return
 	}
 	if err := e.w.out.parse(o.Value); err != nil {
-		e.err = &wireformat.BadDataError{Reason: "avro-encode", Err: fmt.Errorf("the output is not a JSON object: %w", err)}
+		e.err = &wireformat.BadDataError{Reason: e.w.kind.EncodeReason(), Err: fmt.Errorf("the output is not a JSON object: %w", err)}
 		return
 	}
 	e.encode(o, e.w.out.get)

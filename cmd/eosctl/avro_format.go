@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/wireformat"
@@ -16,43 +17,64 @@ func (g *globals) registryClient() (*sr.Client, error) {
 	return wireformat.NewClient(wireformat.Registry{URL: r.URL, CA: r.TLSCA, Cert: r.TLSCert, Key: r.TLSKey, User: r.User, Password: r.Password})
 }
 
-// checkFormat refuses a --format other than json and avro.
-func checkFormat(format string) error {
-	switch format {
-	case "json", "avro":
-		return nil
-	case "protobuf", "json-schema":
-		return usage(fmt.Errorf("--format %s is not supported yet (json or avro)", format))
-	}
-	return usage(fmt.Errorf("--format: want json or avro, got %q", format))
+// orderSchemas are the schemas of datagen's orders, by format: what
+// produce --format writes without --schema.
+var orderSchemas = map[wireformat.Kind]string{
+	wireformat.Avro: datagen.AvroSchema,
 }
 
-// avroEncoder registers the schema in file (datagen's order schema if
-// empty) under topic's subject and returns an encoder of JSON values to
-// wire-format Avro records of it.
-func (g *globals) avroEncoder(ctx context.Context, topic, file string) (func([]byte) ([]byte, error), error) {
+// formatNames lists --format's values: "json, avro".
+func formatNames() string {
+	return strings.Join(append([]string{string(wireformat.JSON)}, kindNames()...), ", ")
+}
+
+// checkFormat refuses a --format that is not json or a wire format.
+func checkFormat(format string) error {
+	k := wireformat.Kind(format)
+	switch {
+	case k == wireformat.JSON || wireformat.Lookup(k) != nil:
+		return nil
+	case k == wireformat.Avro || k == wireformat.Protobuf || k == wireformat.JSONSchema:
+		return usage(fmt.Errorf("--format %s is not supported yet (%s)", format, formatNames()))
+	}
+	return usage(fmt.Errorf("--format: want one of %s, got %q", formatNames(), format))
+}
+
+// wireEncoder registers the schema in file (datagen's order schema of that
+// format if empty) under topic's subject and returns an encoder of JSON
+// values to wire-format records of it.
+func (g *globals) wireEncoder(ctx context.Context, k wireformat.Kind, topic, file string) (func([]byte) ([]byte, error), error) {
 	cl, err := g.registryClient()
 	if err != nil {
 		return nil, err
 	}
-	text := datagen.AvroSchema
+	f := wireformat.Lookup(k)
+	text, path := []byte(orderSchemas[k]), "order"+f.SchemaExt()
 	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
+		if text, err = os.ReadFile(file); err != nil {
 			return nil, usage(fmt.Errorf("--schema: %w", err))
 		}
-		text = string(b)
+		path = file
 	}
-	s, err := wireformat.ParseSchema(text)
+	s, err := f.Parse(path, text, "")
 	if err != nil {
-		return nil, usage(fmt.Errorf("--schema %s: not an Avro schema: %w", file, err))
+		return nil, usage(fmt.Errorf("--schema %s: %w", path, err))
 	}
-	enc, err := wireformat.NewEncoder(s)
+	enc, err := f.NewEncoder(s)
 	if err != nil {
-		return nil, usage(fmt.Errorf("--schema %s: %w", file, err))
+		return nil, usage(fmt.Errorf("--schema %s: %w", path, err))
 	}
 	if err := enc.Register(ctx, cl, topic); err != nil {
 		return nil, err
 	}
 	return func(js []byte) ([]byte, error) { return enc.Append(nil, topic, js) }, nil
+}
+
+// kindNames lists the wire formats: avro, ...
+func kindNames() []string {
+	var names []string
+	for _, k := range wireformat.Kinds() {
+		names = append(names, string(k))
+	}
+	return names
 }

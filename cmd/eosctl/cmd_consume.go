@@ -61,13 +61,15 @@ on stderr, and the command exits 1.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			var dec *wireformat.Decoder
-			if format == "avro" {
+			var dec wireformat.Decoder
+			if format != "json" {
 				cl, err := g.registryClient()
 				if err != nil {
 					return err
 				}
-				dec = wireformat.NewDecoder(cl, nil, nil)
+				if dec, err = wireformat.Lookup(wireformat.Kind(format)).NewDecoder(cl, nil, nil); err != nil {
+					return err
+				}
 			}
 			c, err := g.connectAdmin(ctx)
 			if err != nil {
@@ -96,7 +98,7 @@ on stderr, and the command exits 1.`,
 			defer w.Flush()
 			defer func() {
 				if undecodable > 0 && err == nil {
-					err = fmt.Errorf("%d value(s) of %s are not Avro in the Confluent wire format (printed as they are)", undecodable, topic)
+					err = fmt.Errorf("%d value(s) of %s are not %s in the Confluent wire format (printed as they are)", undecodable, topic, format)
 				}
 			}()
 			for _, r := range rs {
@@ -130,7 +132,7 @@ on stderr, and the command exits 1.`,
 
 // decodeValues replaces each wire-format Avro value by its JSON; values
 // that are not are left as they are, named on stderr and counted.
-func decodeValues(ctx context.Context, dec *wireformat.Decoder, rs []*kgo.Record) (int, error) {
+func decodeValues(ctx context.Context, dec wireformat.Decoder, rs []*kgo.Record) (int, error) {
 	bad := 0
 	for _, r := range rs {
 		js, err := dec.AppendJSON(ctx, nil, r.Value)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/datagen"
+	"github.com/eosctl/eos/internal/wireformat"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -62,8 +64,8 @@ JSON the values are made from.`,
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			if schema != "" && format != "avro" {
-				return usage(fmt.Errorf("--schema is the Avro schema of --format avro"))
+			if schema != "" && format == "json" {
+				return usage(fmt.Errorf("--schema is the schema of --format %s", strings.Join(kindNames(), "|")))
 			}
 			opts, err := g.clientOpts()
 			if err != nil {
@@ -71,12 +73,12 @@ JSON the values are made from.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			if format == "avro" {
+			if format != "json" {
 				if lines != "" {
-					return usage(fmt.Errorf("--lines writes text: it takes no --format avro"))
+					return usage(fmt.Errorf("--lines writes text: it takes no --format %s", format))
 				}
 				rctx, cancel := context.WithTimeout(ctx, g.timeout)
-				cfg.Encode, err = g.avroEncoder(rctx, cfg.Topic, schema)
+				cfg.Encode, err = g.wireEncoder(rctx, wireformat.Kind(format), cfg.Topic, schema)
 				cancel()
 				if err != nil {
 					return err

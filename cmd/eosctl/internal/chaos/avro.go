@@ -72,7 +72,7 @@ func (a *avroCopying) produce(ctx context.Context, h *harness, in string, partit
 	if err != nil {
 		return nil, err
 	}
-	enc, err := wireformat.NewEncoder(avro.MustParse(datagen.AvroSchema))
+	enc, err := wireformat.NewAvroEncoder(avro.MustParse(datagen.AvroSchema))
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func (a *avroAggregating) newInput(topic string, n int, seed uint64) *aggcheck.I
 	if err != nil {
 		return in
 	}
-	enc, err := wireformat.NewEncoder(avro.MustParse(avroEventSchema))
+	enc, err := wireformat.NewAvroEncoder(avro.MustParse(avroEventSchema))
 	if err == nil {
 		err = enc.Register(ctx, cl, topic)
 	}

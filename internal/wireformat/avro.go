@@ -13,10 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
-// Decoder turns Confluent wire-format Avro records into JSON objects. It
+// AvroDecoder turns Confluent wire-format Avro records into JSON objects. It
 // keeps one plan per writer schema id, fetched on first sight. It is not
 // safe for concurrent use: each worker has its own.
-type Decoder struct {
+type AvroDecoder struct {
 	cl     *sr.Client
 	reader avro.Schema
 	warn   func(string, ...any)
@@ -29,7 +29,7 @@ type Decoder struct {
 // AppendJSON appended to an empty dst: their names and where their values
 // are, or nil if it does not know them (a schema read by the generic
 // decoder). They are valid until the next call.
-func (d *Decoder) Fields() ([]string, [][2]int) {
+func (d *AvroDecoder) Fields() ([]string, [][2]int) {
 	return d.keys, d.spans
 }
 
@@ -39,12 +39,12 @@ type plan struct {
 	err     error       // the writer schema cannot be read: every record is bad
 }
 
-// NewDecoder reads records through readerSchema if it is not nil (schema
+// NewAvroDecoder reads records through readerSchema if it is not nil (schema
 // evolution: every writer schema is resolved against it), else each with
 // its own writer schema. warn receives the registry's failures while they
 // are retried.
-func NewDecoder(cl *sr.Client, readerSchema avro.Schema, warn func(string, ...any)) *Decoder {
-	return &Decoder{cl: cl, reader: readerSchema, warn: warn, plans: map[uint32]*plan{}}
+func NewAvroDecoder(cl *sr.Client, readerSchema avro.Schema, warn func(string, ...any)) *AvroDecoder {
+	return &AvroDecoder{cl: cl, reader: readerSchema, warn: warn, plans: map[uint32]*plan{}}
 }
 
 // ParseSchema parses an Avro schema's JSON text.
@@ -55,17 +55,14 @@ func ParseSchema(text string) (avro.Schema, error) {
 // AppendJSON decodes the wire-format record b and appends it to dst as a
 // JSON object. Errors are a *BadDataError, or (the registry unreachable
 // until ctx ended) wrap eos.ErrUnreachable.
-func (d *Decoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, error) {
-	if len(b) < 5 || b[0] != 0 {
-		if len(b) > 0 && b[0] != 0 {
-			return dst, bad("wire-format", "not in the Confluent wire format: the first byte is 0x%02x, want the magic byte 0", b[0])
-		}
-		return dst, bad("wire-format", "not in the Confluent wire format: %d bytes, want at least 5 (magic byte, schema id)", len(b))
+func (d *AvroDecoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, error) {
+	id, payload, err := splitHeader(b)
+	if err != nil {
+		return dst, err
 	}
-	id := binary.BigEndian.Uint32(b[1:5])
+	b = payload
 	p, ok := d.plans[id]
 	if !ok {
-		var err error
 		if p, err = d.newPlan(ctx, id); err != nil {
 			return dst, err
 		}
@@ -76,7 +73,7 @@ func (d *Decoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, error)
 	}
 	if p.flat != nil {
 		base := len(dst)
-		out, err := p.flat.appendJSON(dst, b[5:])
+		out, err := p.flat.appendJSON(dst, b)
 		if err != nil {
 			return dst, bad("avro-decode", "schema id %d: %v", id, err)
 		}
@@ -88,7 +85,7 @@ func (d *Decoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, error)
 	}
 	d.keys, d.spans = nil, nil
 	var v any
-	if err := avro.Unmarshal(p.generic, b[5:], &v); err != nil {
+	if err := avro.Unmarshal(p.generic, b, &v); err != nil {
 		return dst, bad("avro-decode", "schema id %d: %v", id, err)
 	}
 	js, err := json.Marshal(v)
@@ -98,7 +95,7 @@ func (d *Decoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, error)
 	return append(dst, js...), nil
 }
 
-func (d *Decoder) newPlan(ctx context.Context, id uint32) (*plan, error) {
+func (d *AvroDecoder) newPlan(ctx context.Context, id uint32) (*plan, error) {
 	s, err := fetch(ctx, d.cl, int(id), d.warn)
 	if err != nil {
 		return nil, err
@@ -127,22 +124,22 @@ func (d *Decoder) newPlan(ctx context.Context, id uint32) (*plan, error) {
 	return &plan{generic: g}, nil
 }
 
-// Encoder writes JSON objects as Confluent wire-format Avro records of one
+// AvroEncoder writes JSON objects as Confluent wire-format Avro records of one
 // output schema, registered under each output topic's subject
 // (TopicNameStrategy: TOPIC-value).
-type Encoder struct {
+type AvroEncoder struct {
 	schema avro.Schema
 	w      *writer
 	ids    map[string]uint32
 }
 
-// NewEncoder takes the output schema; it must be a flat record.
-func NewEncoder(s avro.Schema) (*Encoder, error) {
+// NewAvroEncoder takes the output schema; it must be a flat record.
+func NewAvroEncoder(s avro.Schema) (*AvroEncoder, error) {
 	w, err := newWriter(s)
 	if err != nil {
 		return nil, err
 	}
-	return &Encoder{schema: s, w: w, ids: map[string]uint32{}}, nil
+	return &AvroEncoder{schema: s, w: w, ids: map[string]uint32{}}, nil
 }
 
 // Subject is the TopicNameStrategy subject of topic's values.
@@ -152,7 +149,7 @@ func Subject(topic string) string { return topic + "-value" }
 // topic's subject (the new schema must read what the old wrote: BACKWARD,
 // the registry's default), registers it, and keeps its id. An incompatible
 // schema is an eos.ErrConfig naming the subject and the field.
-func (e *Encoder) Register(ctx context.Context, cl *sr.Client, topic string) error {
+func (e *AvroEncoder) Register(ctx context.Context, cl *sr.Client, topic string) error {
 	subject := Subject(topic)
 	latest, err := cl.SchemaByVersion(ctx, subject, -1)
 	var re *sr.ResponseError
@@ -216,7 +213,7 @@ func incompatible(s, old avro.Schema) string {
 // Append encodes the JSON object js as a wire-format record for topic
 // (which Register must have seen). A value that does not fit the schema is
 // a *BadDataError (avro-encode).
-func (e *Encoder) Append(dst []byte, topic string, js []byte) ([]byte, error) {
+func (e *AvroEncoder) Append(dst []byte, topic string, js []byte) ([]byte, error) {
 	body, err := e.header(dst, topic)
 	if err != nil {
 		return dst, err
@@ -228,7 +225,7 @@ func (e *Encoder) Append(dst []byte, topic string, js []byte) ([]byte, error) {
 // AppendFields is Append for an output already split into its fields: get
 // returns a field's raw JSON value (valid JSON), or false if the output has
 // no such field. It spares parsing the JSON again.
-func (e *Encoder) AppendFields(dst []byte, topic string, get func(name string) ([]byte, bool)) ([]byte, error) {
+func (e *AvroEncoder) AppendFields(dst []byte, topic string, get func(name string) ([]byte, bool)) ([]byte, error) {
 	body, err := e.header(dst, topic)
 	if err != nil {
 		return dst, err
@@ -238,7 +235,7 @@ func (e *Encoder) AppendFields(dst []byte, topic string, get func(name string) (
 }
 
 // header appends the magic byte and topic's schema id.
-func (e *Encoder) header(dst []byte, topic string) ([]byte, error) {
+func (e *AvroEncoder) header(dst []byte, topic string) ([]byte, error) {
 	id, ok := e.ids[topic]
 	if !ok {
 		return dst, fmt.Errorf("wireformat: no schema registered for topic %s", topic)
@@ -253,3 +250,28 @@ func encoded(dst, out []byte, err error) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// avroFormat is Avro's Format: schema files are Avro schemas' JSON
+// (.avsc), and output schemas must be flat records.
+type avroFormat struct{}
+
+func init() { register(Avro, avroFormat{}) }
+
+func (avroFormat) Parse(_ string, text []byte, _ string) (Schema, error) {
+	s, err := ParseSchema(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("not an Avro schema: %w", err)
+	}
+	return s, nil
+}
+
+func (avroFormat) NewDecoder(cl *sr.Client, reader Schema, warn func(string, ...any)) (Decoder, error) {
+	r, _ := reader.(avro.Schema)
+	return NewAvroDecoder(cl, r, warn), nil
+}
+
+func (avroFormat) NewEncoder(s Schema) (Encoder, error) {
+	return NewAvroEncoder(s.(avro.Schema))
+}
+
+func (avroFormat) SchemaExt() string { return ".avsc" }

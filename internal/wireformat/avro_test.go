@@ -57,7 +57,7 @@ func TestDecodeResolvesWriterSchemasAgainstTheReader(t *testing.T) {
 	rec2 := map[string]any{"id": int64(8), "user": "bob", "amount": 3.0, "status": "NEW", "note": "hi", "currency": "USD"}
 	newer := wire(t, cl, "o-value", v2, rec2)
 
-	d := NewDecoder(cl, nil, nil)
+	d := NewAvroDecoder(cl, nil, nil)
 	js, err := d.AppendJSON(ctx, nil, old)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestDecodeResolvesWriterSchemasAgainstTheReader(t *testing.T) {
 	if want := `{"id":7,"user":"ann \"x\"","amount":12.5,"status":"PAID","note":null}`; string(js) != want {
 		t.Fatalf("writer schema: %s, want %s", js, want)
 	}
-	d = NewDecoder(cl, avro.MustParse(v2), nil)
+	d = NewAvroDecoder(cl, avro.MustParse(v2), nil)
 	for _, c := range []struct {
 		in   []byte
 		want string
@@ -83,7 +83,7 @@ func TestDecodeResolvesWriterSchemasAgainstTheReader(t *testing.T) {
 	}
 	// Round trip through the encoder: the independent decoder (hamba with
 	// the schema) reads back what the JSON said.
-	e, err := NewEncoder(avro.MustParse(v2))
+	e, err := NewAvroEncoder(avro.MustParse(v2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +107,8 @@ func TestBadRecordsAreBadDataWithTheirReason(t *testing.T) {
 	cl := fake(t)
 	ctx := context.Background()
 	good := wire(t, cl, "b-value", v1, map[string]any{"id": int64(1), "user": "u", "amount": 1.0, "status": "NEW", "note": nil})
-	d := NewDecoder(cl, nil, nil)
-	e, _ := NewEncoder(avro.MustParse(v1))
+	d := NewAvroDecoder(cl, nil, nil)
+	e, _ := NewAvroEncoder(avro.MustParse(v1))
 	if err := e.Register(ctx, cl, "b"); err != nil {
 		t.Fatal(err)
 	}
@@ -139,18 +139,18 @@ func TestBadRecordsAreBadDataWithTheirReason(t *testing.T) {
 func TestIncompatibleOutputSchemaNamesSubjectAndField(t *testing.T) {
 	cl := fake(t)
 	ctx := context.Background()
-	e, _ := NewEncoder(avro.MustParse(v1))
+	e, _ := NewAvroEncoder(avro.MustParse(v1))
 	if err := e.Register(ctx, cl, "c"); err != nil {
 		t.Fatal(err)
 	}
 	bad := strings.Replace(v2, `"type":"string","default":"EUR"`, `"type":"string"`, 1)
-	e2, _ := NewEncoder(avro.MustParse(bad))
+	e2, _ := NewAvroEncoder(avro.MustParse(bad))
 	err := e2.Register(ctx, cl, "c")
 	if !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), "c-value") || !strings.Contains(err.Error(), `"currency"`) {
 		t.Fatalf("got %v, want a config error naming c-value and currency", err)
 	}
 	bad = strings.Replace(v1, `{"name":"amount","type":"double"}`, `{"name":"amount","type":"string"}`, 1)
-	e3, _ := NewEncoder(avro.MustParse(bad))
+	e3, _ := NewAvroEncoder(avro.MustParse(bad))
 	if err := e3.Register(ctx, cl, "c"); err == nil || !strings.Contains(err.Error(), `"amount"`) {
 		t.Fatalf("got %v, want an error naming amount", err)
 	}
@@ -163,7 +163,7 @@ func TestUnreachableRegistryIsRetriedNotBadData(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 	defer cancel()
-	_, err = NewDecoder(cl, nil, nil).AppendJSON(ctx, nil, []byte{0, 0, 0, 0, 9, 2})
+	_, err = NewAvroDecoder(cl, nil, nil).AppendJSON(ctx, nil, []byte{0, 0, 0, 0, 9, 2})
 	var bd *BadDataError
 	if errors.As(err, &bd) || !errors.Is(err, eos.ErrUnreachable) {
 		t.Fatalf("got %v, want ErrUnreachable after retrying", err)
