@@ -49,6 +49,12 @@ type ETL struct {
 	env     *env
 	join    *etlJoin // nil without a join
 	shaped  shapedFields
+	// scratch is where reshape builds an output that slab then copies
+	// (etl_fast.go); reference turns the fast paths off, for tests.
+	scratch   []byte
+	slab      outputSlab
+	reference bool
+	done      []bool // reshape's, reused
 }
 
 type etlField struct {
@@ -120,6 +126,7 @@ func parseETL(d *doc) (*ETL, error) {
 		}
 	}
 	t.env = newEnv(exprs...)
+	t.plan()
 	return t, nil
 }
 
@@ -249,11 +256,16 @@ func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitt
 // reshape builds the output value from the parsed input (t.env.obj).
 func (t *ETL) reshape(orig []byte) ([]byte, error) {
 	obj := &t.env.obj
-	b := t.shaped.output(len(orig) + 32*len(t.fields))
+	var b []byte
+	if t.shaped.on {
+		b = t.shaped.output(len(orig) + 32*len(t.fields))
+	} else {
+		b = t.scratch[:0]
+	}
 	b = append(b, '{')
 	n := 0
 	t.shaped.reset()
-	put := func(name string, raw []byte, v any, computed bool) error {
+	put := func(name string, raw []byte, v any, how int) error {
 		if n > 0 {
 			b = append(b, ',')
 		}
@@ -262,31 +274,41 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 		b = append(b, ':')
 		start := len(b)
 		var err error
-		if computed {
+		switch how {
+		case computed:
 			b, err = encodeJSON(b, v)
-		} else {
+		case rowCopy:
+			b, err = appendCanonical(b, raw)
+		default:
 			b = append(b, raw...)
 		}
 		t.shaped.add(name, start, len(b))
 		return err
 	}
-	value := func(f etlField) ([]byte, any, bool, error) {
+	value := func(f etlField) ([]byte, any, int, error) {
 		if t.join != nil && f.e.ident == t.join.as {
-			return t.join.row, nil, false, nil
+			return t.join.row, nil, rawCopy, nil
 		}
 		if f.e.ident != "" {
 			raw, _ := obj.get(f.e.ident) // present: env.load checked
-			return raw, nil, false, nil
+			return raw, nil, rawCopy, nil
+		}
+		if f.e.rowField != "" && t.join.hit && !t.reference {
+			raw, ok := t.join.o.get(f.e.rowField)
+			if !ok {
+				raw = nullJSON // as the machine reads an absent field
+			}
+			return raw, nil, rowCopy, nil
 		}
 		v, err := f.e.eval(t.env.m)
-		return nil, v, true, err
+		return nil, v, computed, err
 	}
 	emitField := func(f etlField) error {
-		raw, v, computed, err := value(f)
+		raw, v, how, err := value(f)
 		if err != nil {
 			return err
 		}
-		if err := put(f.name, raw, v, computed); err != nil {
+		if err := put(f.name, raw, v, how); err != nil {
 			return pipeline.DeadLetter("expression-error", fmt.Errorf("%s: cannot encode %v as JSON: %w", f.e.where, v, err))
 		}
 		return nil
@@ -300,16 +322,20 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 				return nil, err
 			}
 		}
-		return append(b, '}'), nil
+		return t.finish(append(b, '}')), nil
 	}
-	done := make([]bool, len(t.fields))
+	done := t.done[:0]
+	for range t.fields {
+		done = append(done, false)
+	}
+	t.done = done
 	for i, k := range obj.keys {
 		if slices.Contains(t.drop, k) || slices.Index(obj.keys[i+1:], k) >= 0 {
 			continue // dropped, or repeated later (the last one wins)
 		}
 		j := slices.IndexFunc(t.fields, func(f etlField) bool { return f.name == k })
 		if j < 0 {
-			_ = put(k, obj.raws[i], nil, false)
+			_ = put(k, obj.raws[i], nil, rawCopy)
 			continue
 		}
 		done[j] = true
@@ -324,7 +350,25 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 			}
 		}
 	}
-	return append(b, '}'), nil
+	return t.finish(append(b, '}')), nil
+}
+
+// How reshape writes a field's value.
+const (
+	rawCopy  = iota // the raw JSON as it is
+	rowCopy         // a row field's raw JSON, as the machine would write it
+	computed        // an expression's result
+)
+
+// finish returns reshape's output b: the shaped buffer itself for an
+// encoder, which is done with it before the next record, else a copy in
+// the slab, b's buffer kept for the next record.
+func (t *ETL) finish(b []byte) []byte {
+	if t.shaped.on {
+		return b
+	}
+	t.scratch = b
+	return t.slab.clone(b)
 }
 
 // keyBytes turns a key expression's result into a record key: strings as

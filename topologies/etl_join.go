@@ -39,6 +39,11 @@ type etlJoin struct {
 	// a value, so it is decoded whole.
 	fields []string
 	whole  bool
+	// needMap: some expression the machine evaluates reads the row, so
+	// its fields are decoded into obj; without, they are only checked
+	// (etl_fast.go). hit: the record being processed has a row.
+	needMap bool
+	hit     bool
 	// byKey: the key expression is _key, the record's own Kafka key,
 	// which is looked up as it is, without evaluating anything.
 	byKey bool
@@ -148,12 +153,21 @@ func (j *etlJoin) bind(exprs []*expression) {
 		}
 		if e.allFields {
 			j.whole = true // $env.NAME, $env["NAME"]
+			e.readsRow = true
 			continue
 		}
 		root := e.prog.Node()
+		if m, ok := root.(*ast.MemberNode); ok && !m.Optional && !m.Method {
+			id, isID := m.Node.(*ast.IdentifierNode)
+			name, named := m.Property.(*ast.StringNode)
+			if isID && named && id.Value == j.as {
+				e.rowField = name.Value
+			}
+		}
 		var u rowUses
 		u.as = j.as
 		ast.Walk(&root, &u)
+		e.readsRow = u.bare > 0
 		j.whole = j.whole || u.bare > len(u.fields)
 		for _, f := range u.fields {
 			if !slices.Contains(j.fields, f) {
@@ -193,13 +207,13 @@ func (j *etlJoin) lookup(in *pipeline.Record, env *env) (bool, error) {
 	if j.byKey {
 		// key: _key, the commonest join: the record's own key, as it is.
 		if in.Key == nil {
-			return j.found(nil, nil, env)
+			return j.found(nil, nil, nil, env)
 		}
 		r, err := j.table.row(in.Key)
 		if err != nil {
 			return false, err
 		}
-		return j.found(r, bytesKey(in.Key), env)
+		return j.found(r, nil, in.Key, env)
 	}
 	v, err := j.key.eval(env.m)
 	if err != nil {
@@ -215,7 +229,15 @@ func (j *etlJoin) lookup(in *pipeline.Record, env *env) (bool, error) {
 			return false, err
 		}
 	}
-	return j.found(r, v, env)
+	return j.found(r, v, nil, env)
+}
+
+// keyOf is the key v, or the record key key, for an error.
+func keyOf(v any, key []byte) any {
+	if v == nil && key != nil {
+		return bytesKey(key)
+	}
+	return v
 }
 
 // bytesKey prints a record key in errors as text.
@@ -224,8 +246,10 @@ type bytesKey []byte
 func (k bytesKey) String() string { return string(k) }
 
 // found binds row r of key v (nil: none) to j.as, or applies the missing
-// rule, and reports whether the record goes on.
-func (j *etlJoin) found(r []byte, v any, env *env) (bool, error) {
+// rule, and reports whether the record goes on. A record key looked up as
+// it is comes as key rather than v, made a value only for an error.
+func (j *etlJoin) found(r []byte, v any, key []byte, env *env) (bool, error) {
+	j.hit = r != nil
 	if r == nil {
 		switch j.missing {
 		case missingDrop:
@@ -235,10 +259,10 @@ func (j *etlJoin) found(r []byte, v any, env *env) (bool, error) {
 			env.m[j.as], j.row = nil, nullJSON
 			return true, nil
 		}
-		return false, pipeline.DeadLetter("join-missing", fmt.Errorf("table %s has no row for key %v (%s)", j.table.topic, v, j.key.where))
+		return false, pipeline.DeadLetter("join-missing", fmt.Errorf("table %s has no row for key %v (%s)", j.table.topic, keyOf(v, key), j.key.where))
 	}
 	if err := j.decode(r); err != nil {
-		return false, pipeline.DeadLetter("malformed-json", fmt.Errorf("table %s, row %v: %w", j.table.topic, v, err))
+		return false, pipeline.DeadLetter("malformed-json", fmt.Errorf("table %s, row %v: %w", j.table.topic, keyOf(v, key), err))
 	}
 	env.m[j.as], j.row = j.obj, r
 	return true, nil
@@ -253,13 +277,20 @@ func (j *etlJoin) decode(row []byte) error {
 	if !j.whole && len(j.fields) == 0 {
 		return nil
 	}
-	clear(j.obj)
+	if j.needMap {
+		clear(j.obj)
+	}
 	put := func(k string, raw []byte) error {
+		if !j.needMap && decodes(raw) {
+			return nil // only copied (etl_fast.go), and it cannot fail
+		}
 		v, err := decodeJSON(raw)
 		if err != nil {
 			return fmt.Errorf("field %q: %w", k, err)
 		}
-		j.obj[k] = v
+		if j.needMap {
+			j.obj[k] = v
+		}
 		return nil
 	}
 	if j.whole {

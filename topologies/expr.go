@@ -51,7 +51,14 @@ type expression struct {
 	// ident is set when the expression is just a field name: its raw JSON
 	// can be copied as it is.
 	ident string
-	vm    vm.VM
+	// rowField is set, by a join's bind, when the expression is just
+	// as.NAME, a field of the joined row: etlFast copies its JSON
+	// without the expression machine.
+	rowField string
+	// readsRow: a join's bind found the expression reading fields of the
+	// row through the expression machine (as.NAME inside more).
+	readsRow bool
+	vm       vm.VM
 }
 
 // expression compiles the scalar at f.
@@ -130,7 +137,11 @@ func (e *expression) eval(env map[string]any) (any, error) {
 // env builds the environments expressions run in: the record's metadata and
 // the fields the expressions need, decoded once per record.
 type env struct {
-	fields    []string // union of the fields the expressions name
+	fields []string // union of the fields the expressions name
+	// lazy[i]: fields[i] is named only by expressions that copy its raw
+	// JSON, so load checks it is there (and decodable) but does not
+	// decode it; nil: every field is decoded.
+	lazy      []bool
 	allFields bool
 	meta      map[string]bool // metadata variables the expressions use
 	m         map[string]any
@@ -154,6 +165,16 @@ func newEnv(exprs ...*expression) *env {
 		}
 	}
 	return e
+}
+
+// decodeOnly marks the fields that none of exprs names as lazy: load
+// checks them but leaves them out of the environment (exprs are the
+// expressions that run on it; the others copy raw JSON).
+func (e *env) decodeOnly(exprs ...*expression) {
+	e.lazy = make([]bool, len(e.fields))
+	for i, f := range e.fields {
+		e.lazy[i] = !slices.ContainsFunc(exprs, func(x *expression) bool { return x != nil && slices.Contains(x.fields, f) })
+	}
 }
 
 func (e *env) loadMeta(in *pipeline.Record) {
@@ -193,12 +214,12 @@ func (e *env) load(in *pipeline.Record) error {
 			e.m[k] = v
 		}
 	}
-	for _, f := range e.fields {
+	for i, f := range e.fields {
 		raw, ok := e.obj.get(f)
 		if !ok {
 			return pipeline.DeadLetter("missing-field", fmt.Errorf("field %q is missing (for a field that may be absent write $env.%s ?? DEFAULT, e.g. $env.%s ?? 0)", f, f, f))
 		}
-		if e.allFields {
+		if e.allFields || e.lazy != nil && e.lazy[i] && decodes(raw) {
 			continue
 		}
 		v, err := decodeJSON(raw)

@@ -1,0 +1,135 @@
+package topologies
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+)
+
+// The etl topology's fast paths. Most map and project fields are a field
+// of the record (user) or of the joined row (product.price): their
+// values are copied from the raw JSON rather than decoded for the
+// expression machine and encoded again, and fields only such copies read
+// are checked, not decoded. The output is what the machine would have
+// written, byte for byte (etl_fast_test.go compares the two on random
+// records): a record field is copied as it is, as it always was; a row
+// field is written as encodeJSON(decodeJSON(raw)) would write it, which
+// is its raw JSON for plain ASCII strings, booleans, null and integers,
+// and the full decode and encode for anything else.
+
+// plan sets the fast paths up once the expressions are compiled and the
+// join has bound its row: which fields the expression machine needs
+// decoded, and whether the row must be decoded into a map.
+func (t *ETL) plan() {
+	var vm []*expression // the expressions the machine evaluates
+	vm = append(vm, t.filter, t.key, t.route)
+	for _, f := range t.fields {
+		if !t.copied(f.e) {
+			vm = append(vm, f.e)
+		}
+	}
+	if t.join != nil {
+		if !t.join.byKey {
+			vm = append(vm, t.join.key)
+		}
+		t.join.needMap = t.join.whole || slices.ContainsFunc(vm, func(e *expression) bool { return e != nil && e.readsRow })
+	}
+	t.env.decodeOnly(vm...)
+}
+
+// copied reports whether reshape copies e's value from raw JSON (when
+// the record has a row, for a row field) rather than evaluating it.
+func (t *ETL) copied(e *expression) bool {
+	return e.ident != "" || e.rowField != ""
+}
+
+// decodes reports whether decodeJSON cannot fail on the validated raw
+// value: strings, literals and integers of up to 18 digits. Numbers out
+// of float64's range (1e999) fail, and so may objects and arrays holding
+// one.
+func decodes(raw []byte) bool {
+	switch c := raw[0]; {
+	case c == '"' || c == 't' || c == 'f' || c == 'n':
+		return true
+	case c == '-' || '0' <= c && c <= '9':
+		_, _, _, err := parseNumber(raw)
+		return err == nil
+	}
+	return false
+}
+
+// parseNumber parses the validated JSON number raw as decodeJSON does (an
+// int when it has no fraction or exponent and fits, else a float64),
+// without boxing it.
+func parseNumber(raw []byte) (n int64, f float64, isInt bool, err error) {
+	if n, ok := smallInt(raw); ok {
+		return int64(n), 0, true, nil
+	}
+	if bytes.IndexAny(raw, ".eE") < 0 {
+		if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+			return n, 0, true, nil
+		}
+	}
+	f, err = strconv.ParseFloat(string(raw), 64)
+	return 0, f, false, err
+}
+
+// appendCanonical appends what encodeJSON(decodeJSON(raw)) would append
+// for the validated raw value: raw itself when that is the same, else
+// the decode and encode.
+func appendCanonical(b, raw []byte) ([]byte, error) {
+	switch c := raw[0]; {
+	case c == '"':
+		if plainASCII(raw[1 : len(raw)-1]) {
+			return append(b, raw...), nil
+		}
+	case c == 't' || c == 'f' || c == 'n':
+		return append(b, raw...), nil
+	case c == '-' || '0' <= c && c <= '9':
+		n, f, isInt, err := parseNumber(raw)
+		switch {
+		case err != nil:
+			return b, err
+		case isInt:
+			return strconv.AppendInt(b, n, 10), nil // -0 is 0
+		}
+		return appendFloat(b, f), nil // finite: ParseFloat succeeded
+	}
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return b, err
+	}
+	return encodeJSON(b, v)
+}
+
+// plainASCII reports whether s is printable ASCII without a backslash:
+// a JSON string body that decodes to itself and that appendJSONString
+// writes back as it is.
+func plainASCII(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// outputSlab hands out the etl topology's output values as pieces of
+// 64 KiB chunks rather than one allocation each: a piece is never
+// written again, and a chunk is collected once no output refers to it.
+type outputSlab struct{ buf []byte }
+
+const outputSlabBytes = 64 << 10
+
+// clone returns a copy of b in the slab, whose capacity ends with it.
+func (s *outputSlab) clone(b []byte) []byte {
+	if len(b) > cap(s.buf)-len(s.buf) {
+		if len(b) > outputSlabBytes/8 {
+			return bytes.Clone(b)
+		}
+		s.buf = make([]byte, 0, outputSlabBytes)
+	}
+	n := len(s.buf)
+	s.buf = append(s.buf, b...)
+	return s.buf[n:len(s.buf):len(s.buf)]
+}
