@@ -9,3 +9,10 @@ import _ "embed"
 //
 //go:embed order.avsc
 var AvroSchema string
+
+// JSONSchema is the JSON Schema (draft-07) of [Value]'s records, which
+// eosctl produce --format json-schema registers and writes them with;
+// topologies/examples has the same file as order.schema.json.
+//
+//go:embed order.schema.json
+var JSONSchema string

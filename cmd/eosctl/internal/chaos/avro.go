@@ -53,15 +53,21 @@ type avroCopying struct {
 }
 
 func (a *avroCopying) topology(h *harness) ([]string, error) {
+	return a.startWith(h, "etl-avro.yaml", avroConfig, "out.avsc", avroOutSchema)
+}
+
+// startWith starts the registry and writes the etl configuration config
+// (as file cfgName) and its output schema (as schemaName) for the workers.
+func (a *avroCopying) startWith(h *harness, cfgName, config, schemaName, schema string) ([]string, error) {
 	var err error
 	if a.reg, err = schemaregistry.Start(context.Background(), schemaregistry.Config{Dir: filepath.Join(h.dir, "registry")}); err != nil {
 		return nil, err
 	}
-	cfg := filepath.Join(h.dir, "etl-avro.yaml")
-	if err := os.WriteFile(filepath.Join(h.dir, "out.avsc"), []byte(avroOutSchema), 0o644); err != nil {
+	cfg := filepath.Join(h.dir, cfgName)
+	if err := os.WriteFile(filepath.Join(h.dir, schemaName), []byte(schema), 0o644); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(cfg, []byte(avroConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		return nil, fmt.Errorf("writing the etl configuration: %w", err)
 	}
 	return []string{"etl", "--config", cfg, "--schema-registry", a.reg.URL()}, nil

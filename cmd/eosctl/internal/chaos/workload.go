@@ -50,6 +50,8 @@ func newWorkload(topology string) workload {
 		return &avroCopying{}
 	case topologyAvroAggregate:
 		return newAvroAggregating()
+	case topologyJSONSchema:
+		return &jsonSchemaCopying{}
 	}
 	return &copying{}
 }
