@@ -45,6 +45,18 @@ import (
 // until the registry answers (the worker waits; the record is never
 // dead-lettered for it); ids seen before are cached and need no registry.
 // protobuf and json-schema are refused as "not supported yet".
+//
+// json-schema (JSON Schema in the wire format: the header, then the JSON
+// document) is not transcoded: each input record is validated against its
+// writer schema (fetched by id, compiled once) and handed to the
+// expressions as the JSON it is; one that is not valid goes to the
+// dead-letter topic with reason json-schema-invalid and the validator's
+// first error. Outputs are validated against output_schema (a .json file;
+// json-schema-encode if not valid). There is no reader_schema. The
+// compatibility check is the registry's: Apicurio applies the subject's
+// compatibility level (NONE by default, BACKWARD as internal/schemaregistry
+// starts it), and under BACKWARD refuses, among others, a field added to an
+// open schema (one without additionalProperties: false).
 
 // SchemaRegistry says how to reach a Schema Registry's Confluent-compatible
 // API: its URL (for Apicurio, ending in /apis/ccompat/v7), optional TLS
@@ -131,6 +143,8 @@ func (d *doc) format(f field) (*format, error) {
 	switch {
 	case readerField != nil && fm.in == wireformat.JSON:
 		return nil, d.errAt(readerField.line, readerField.key, "a reader schema is for an input in a wire format (input: %s)", strings.Join(kindNames(), ", input: "))
+	case readerField != nil && fm.in == wireformat.JSONSchema:
+		return nil, d.errAt(readerField.line, readerField.key, "input: json-schema checks each record against the schema it was written with: it takes no reader schema")
 	case outputField != nil && fm.out == wireformat.JSON:
 		return nil, d.errAt(outputField.line, outputField.key, "an output schema is for an output in a wire format (output: %s)", strings.Join(kindNames(), ", output: "))
 	case messageField != nil && fm.out != wireformat.Protobuf:
@@ -238,7 +252,10 @@ func (fm *format) wrap(t pipeline.Transform, o Options) (pipeline.Transform, err
 	}
 	outWire := fm.out != wireformat.JSON
 	w.reuse = outWire && w.decl.Repartition == ""
-	if e, ok := t.(*ETL); ok && outWire {
+	// json-schema judges an output as the whole document it is: the etl
+	// need not record its fields.
+	w.whole = fm.out == wireformat.JSONSchema
+	if e, ok := t.(*ETL); ok && outWire && !w.whole {
 		e.shaped.on = true
 	}
 	if outWire {
@@ -278,6 +295,7 @@ type formatted struct {
 	dec    wireformat.Decoder
 	enc    wireformat.Encoder
 	kind   wireformat.Kind   // the output's format
+	whole  bool              // the encoder takes the output's JSON as it is (Append)
 	topics map[string]string // output name -> topic ("" the main output)
 	em     encodingEmitter
 	out    jsonObject // an output split into its fields, to encode
@@ -362,6 +380,10 @@ func (e *encodingEmitter) Emit(o pipeline.Output) {
 		e.out.Emit(o) // internal: stays JSON
 		return
 	}
+	if e.w.whole {
+		e.encode(o, nil)
+		return
+	}
 	if err := e.w.out.parse(o.Value); err != nil {
 		e.err = &wireformat.BadDataError{Reason: e.w.kind.EncodeReason(), Err: fmt.Errorf("the output is not a JSON object: %w", err)}
 		return
@@ -369,9 +391,17 @@ func (e *encodingEmitter) Emit(o pipeline.Output) {
 	e.encode(o, e.w.out.get)
 }
 
-// encode emits o with its value encoded from the fields get returns.
+// encode emits o with its value encoded from the fields get returns, or
+// from the value as it is if get is nil.
 func (e *encodingEmitter) encode(o pipeline.Output, get func(string) ([]byte, bool)) {
-	v, err := e.w.enc.AppendFields(make([]byte, 0, len(o.Value)+5), e.w.topics[o.To], get)
+	dst, topic := make([]byte, 0, len(o.Value)+5), e.w.topics[o.To]
+	var v []byte
+	var err error
+	if get == nil {
+		v, err = e.w.enc.Append(dst, topic, o.Value)
+	} else {
+		v, err = e.w.enc.AppendFields(dst, topic, get)
+	}
 	if err != nil {
 		e.err = err
 		return

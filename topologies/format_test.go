@@ -198,12 +198,21 @@ func must[T any](v T, err error) T {
 // configuration error at its line.
 func TestFormatConfigErrorsAtTheirLine(t *testing.T) {
 	dir := t.TempDir()
+	for name, text := range map[string]string{"bad.json": `{"type": "objekt"}`, "notjson.json": `{"type":`} {
+		if err := os.WriteFile(dir+"/"+name, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, c := range []struct{ yaml, want string }{
 		{"topology: etl\nformat:\n  input: protobuf\n", ":3: format.input: protobuf is not supported yet"},
-		{"topology: etl\nformat:\n  output: json-schema\n", ":3: format.output: json-schema is not supported yet"},
+		{"topology: etl\nformat:\n  output: json-schema\n", ":2: format: output: json-schema needs output_schema: FILE.json"},
+		{"topology: etl\nformat:\n  output: json-schema\n  output_schema: nope.json\n", ":4: format.output_schema: open"},
+		{"topology: etl\nformat:\n  output: json-schema\n  output_schema: bad.json\n", "bad.json: not a JSON Schema: not a valid JSON Schema: at '/type'"},
+		{"topology: etl\nformat:\n  output: json-schema\n  output_schema: notjson.json\n", ":4: format.output_schema: " + dir + "/notjson.json: not a JSON Schema: not JSON"},
+		{"topology: etl\nformat:\n  input: json-schema\n  reader_schema: bad.json\n", ":4: format.reader_schema: input: json-schema checks each record against the schema it was written with"},
 		{"topology: etl\nformat:\n  output: avro\n", ":2: format: output: avro needs output_schema"},
 		{"topology: etl\nformat:\n  input: avro\n  reader_schema: nope.avsc\n", ":4: format.reader_schema: open"},
-		{"topology: aggregate\ngroup_by: user\nwindow: {size: 1m}\naggregations: {n: count()}\nformat:\n  input: xml\n", `:6: format.input: want json or avro, got "xml"`},
+		{"topology: aggregate\ngroup_by: user\nwindow: {size: 1m}\naggregations: {n: count()}\nformat:\n  input: xml\n", `:6: format.input: want json, avro`},
 		{"topology: etl\nformat:\n  input: avro\n", "--schema-registry"},
 	} {
 		p := dir + "/c.yaml"

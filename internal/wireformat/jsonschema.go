@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -30,14 +31,14 @@ import (
 // a registry schema with references to others does not compile, and its
 // records are bad data.
 
-// JSONSchema is a compiled JSON Schema.
-type JSONSchema struct {
+// JSONSchemaDef is a compiled JSON Schema.
+type JSONSchemaDef struct {
 	text string
 	s    *jsonschema.Schema
 }
 
 // CompileJSONSchema compiles a JSON Schema's text; loc names it in errors.
-func CompileJSONSchema(loc, text string) (*JSONSchema, error) {
+func CompileJSONSchema(loc, text string) (*JSONSchemaDef, error) {
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 	if err != nil {
 		return nil, fmt.Errorf("not JSON: %v", err)
@@ -57,12 +58,12 @@ func CompileJSONSchema(loc, text string) (*JSONSchema, error) {
 	if err != nil {
 		return nil, oneLine(err)
 	}
-	return &JSONSchema{text: text, s: s}, nil
+	return &JSONSchemaDef{text: text, s: s}, nil
 }
 
 // validate parses the JSON document js and checks it against s; the error
 // is one line: the validator's first error, by instance location.
-func (s *JSONSchema) validate(p *fastjson.Parser, js []byte) error {
+func (s *JSONSchemaDef) validate(p *fastjson.Parser, js []byte) error {
 	v, err := p.ParseBytes(js)
 	if err != nil {
 		return fmt.Errorf("not JSON: %v", err)
@@ -149,7 +150,7 @@ type JSONDecoder struct {
 }
 
 type jsonPlan struct {
-	s   *JSONSchema
+	s   *JSONSchemaDef
 	err error // the writer schema cannot be used: every record is bad
 }
 
@@ -164,7 +165,7 @@ func NewJSONDecoder(cl *sr.Client, warn func(string, ...any)) *JSONDecoder {
 // *BadDataError (wire-format, json-schema-invalid, unknown-schema-id), or
 // (the registry unreachable until ctx ended) wrap eos.ErrUnreachable.
 func (d *JSONDecoder) Payload(ctx context.Context, b []byte) ([]byte, error) {
-	id, err := header(b)
+	id, payload, err := splitHeader(b)
 	if err != nil {
 		return nil, err
 	}
@@ -185,34 +186,37 @@ func (d *JSONDecoder) Payload(ctx context.Context, b []byte) ([]byte, error) {
 	if p.err != nil {
 		return nil, bad("json-schema-invalid", "schema id %d: %v", id, p.err)
 	}
-	if err := p.s.validate(&d.p, b[5:]); err != nil {
+	if err := p.s.validate(&d.p, payload); err != nil {
 		return nil, bad("json-schema-invalid", "schema id %d: %v", id, err)
 	}
-	return b[5:], nil
+	return payload, nil
 }
 
-// header returns the schema id of the wire-format record b.
-func header(b []byte) (uint32, error) {
-	if len(b) < 5 || b[0] != 0 {
-		if len(b) > 0 && b[0] != 0 {
-			return 0, bad("wire-format", "not in the Confluent wire format: the first byte is 0x%02x, want the magic byte 0", b[0])
-		}
-		return 0, bad("wire-format", "not in the Confluent wire format: %d bytes, want at least 5 (magic byte, schema id)", len(b))
+// AppendJSON implements Decoder: the record's JSON, validated, appended
+// to dst as it is.
+func (d *JSONDecoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, error) {
+	js, err := d.Payload(ctx, b)
+	if err != nil {
+		return dst, err
 	}
-	return binary.BigEndian.Uint32(b[1:5]), nil
+	return append(dst, js...), nil
 }
+
+// Fields implements Decoder: the JSON is not split here (the topology
+// parses it).
+func (d *JSONDecoder) Fields() ([]string, [][2]int) { return nil, nil }
 
 // JSONEncoder writes JSON documents valid against one output schema as
 // Confluent wire-format records, the schema registered under each output
 // topic's subject (TopicNameStrategy: TOPIC-value).
 type JSONEncoder struct {
-	schema *JSONSchema
+	schema *JSONSchemaDef
 	ids    map[string]uint32
 	p      fastjson.Parser
 }
 
 // NewJSONEncoder takes the compiled output schema.
-func NewJSONEncoder(s *JSONSchema) *JSONEncoder {
+func NewJSONEncoder(s *JSONSchemaDef) *JSONEncoder {
 	return &JSONEncoder{schema: s, ids: map[string]uint32{}}
 }
 
@@ -282,3 +286,38 @@ func (e *JSONEncoder) Append(dst []byte, topic string, js []byte) ([]byte, error
 	}
 	return append(binary.BigEndian.AppendUint32(append(dst, 0), id), js...), nil
 }
+
+// AppendFields implements Encoder, but a JSON Schema judges the whole
+// document (additionalProperties, nested values), which get cannot give:
+// callers use Append (topologies do, for json-schema).
+func (e *JSONEncoder) AppendFields(dst []byte, topic string, _ func(string) ([]byte, bool)) ([]byte, error) {
+	return dst, fmt.Errorf("wireformat: json-schema encodes whole documents (Append), not fields, for topic %s", topic)
+}
+
+// jsonSchemaFormat is JSON Schema's Format: schema files are JSON Schemas
+// (.json); there is no reader schema (each record is checked against its
+// writer schema) and no message.
+type jsonSchemaFormat struct{}
+
+func init() { register(JSONSchema, jsonSchemaFormat{}) }
+
+func (jsonSchemaFormat) Parse(path string, text []byte, _ string) (Schema, error) {
+	s, err := CompileJSONSchema(filepath.Base(path), string(text))
+	if err != nil {
+		return nil, fmt.Errorf("not a JSON Schema: %w", err)
+	}
+	return s, nil
+}
+
+func (jsonSchemaFormat) NewDecoder(cl *sr.Client, reader Schema, warn func(string, ...any)) (Decoder, error) {
+	if reader != nil {
+		return nil, eos.BadConfig("reader_schema", "json-schema checks each record against its writer schema: it takes no reader schema")
+	}
+	return NewJSONDecoder(cl, warn), nil
+}
+
+func (jsonSchemaFormat) NewEncoder(s Schema) (Encoder, error) {
+	return NewJSONEncoder(s.(*JSONSchemaDef)), nil
+}
+
+func (jsonSchemaFormat) SchemaExt() string { return ".json" }

@@ -117,7 +117,7 @@ func TestJSONSchemaBadRecordsAreBadDataWithTheirReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, _ := header(out[1:]); string(out[6:]) != `{"id":1,"user":"u","amount":1}` || id != e.ids["jb-out"] || out[0] != 'x' {
+	if id, _, _ := splitHeader(out[1:]); string(out[6:]) != `{"id":1,"user":"u","amount":1}` || id != e.ids["jb-out"] || out[0] != 'x' {
 		t.Fatalf("encoded %q", out)
 	}
 }
