@@ -20,7 +20,8 @@ func (g *globals) registryClient() (*sr.Client, error) {
 // orderSchemas are the schemas of datagen's orders, by format: what
 // produce --format writes without --schema.
 var orderSchemas = map[wireformat.Kind]string{
-	wireformat.Avro: datagen.AvroSchema,
+	wireformat.Avro:       datagen.AvroSchema,
+	wireformat.JSONSchema: datagen.JSONSchema,
 }
 
 // formatNames lists --format's values: "json, avro".

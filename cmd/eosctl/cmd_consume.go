@@ -48,12 +48,15 @@ at results, not for bulk export. It joins no group and commits nothing.
 --format avro decodes values in the Confluent wire format (Avro) with their
 writer schemas from --schema-registry (or EOSCTL_SCHEMA_REGISTRY) and prints
 them as JSON; a value that does not decode is printed as it is, and named
-on stderr, and the command exits 1.`,
+on stderr, and the command exits 1. --format json-schema prints the JSON
+after the wire-format header, each value checked against its writer schema
+the same way (json-schema-invalid on stderr if it is not valid).`,
 		Example: `  eosctl consume --topic word-counts --last
   eosctl consume --topic orders-clean --max 2 --wait-for 2
   eosctl consume --topic spend-per-minute --json
   eosctl consume --topic orders-dlq --headers
-  eosctl consume --topic orders-avro-clean --format avro --max 2`,
+  eosctl consume --topic orders-avro-clean --format avro --max 2
+  eosctl consume --topic orders-js-clean --format json-schema --max 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
@@ -125,7 +128,7 @@ on stderr, and the command exits 1.`,
 	f.BoolVar(&last, "last", false, "print only the last record of each key")
 	f.DurationVar(&timeout, "read-timeout", time.Minute, "how long reading the topic (and waiting for --wait-for) may take")
 	f.IntVar(&waitFor, "wait-for", 0, "first wait until the topic exists and holds at least this many committed records")
-	f.StringVar(&format, "format", "json", "json (values as they are), or avro: decode the Confluent wire format with --schema-registry")
+	f.StringVar(&format, "format", "json", "json (values as they are), or avro: decode the Confluent wire format with --schema-registry; json-schema: strip its header, check the JSON against its schema")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }

@@ -242,8 +242,8 @@ func (e *JSONEncoder) Register(ctx context.Context, cl *sr.Client, topic string)
 			Messages []string `json:"messages"`
 			Reason   string   `json:"reason"`
 		}
-		path := "/compatibility/subjects/" + url.PathEscape(subject) + "/versions/latest?verbose=true"
-		if err := cl.Do(ctx, http.MethodPost, path, s, &res); err == nil && !res.Is {
+		path := "/compatibility/subjects/" + url.PathEscape(subject) + "/versions/latest"
+		if err := cl.Do(sr.WithParams(ctx, sr.Verbose), http.MethodPost, path, s, &res); err == nil && !res.Is {
 			why := strings.Join(append(res.Messages, res.Reason), "; ")
 			return eos.BadConfig("output_schema", "not compatible with subject %s (version %d)%s: %s", subject, latest.Version, fieldOf(why), strings.TrimSpace(strings.Trim(why, "; ")))
 		}
