@@ -292,21 +292,22 @@ func (t *Dedup) Process(_ context.Context, in *pipeline.Record, out pipeline.Emi
 // millions of keys overlap. A key in the value is not read ahead: parsing
 // every value twice would cost more than the miss.
 func (t *Dedup) Prefetch(records []*kgo.Record) {
+	if !t.repartition && t.keyHeader == "" {
+		return
+	}
 	for _, r := range records {
-		switch {
-		case t.repartition:
+		if t.repartition {
 			t.gate.prefetch(r.Partition, r.Key) // a repartitioned record's key
-		case t.keyHeader != "":
-			for i := len(r.Headers) - 1; i >= 0; i-- {
-				if r.Headers[i].Key == t.keyHeader {
-					t.gate.prefetch(r.Partition, r.Headers[i].Value)
-					break
-				}
+			continue
+		}
+		for i := len(r.Headers) - 1; i >= 0; i-- {
+			if r.Headers[i].Key == t.keyHeader {
+				t.gate.prefetch(r.Partition, r.Headers[i].Value)
+				break
 			}
-		default:
-			return
 		}
 	}
+	t.gate.prefetchRead()
 }
 
 // stageOne re-keys the record by its dedup key onto the repartition

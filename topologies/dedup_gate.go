@@ -69,7 +69,8 @@ type Gate struct {
 	parts     map[int32]*gatePart
 	last      *gatePart   // the part of the previous Admit
 	touched   []*gatePart // parts admitted to in the open transaction
-	sink      uint64      // what prefetch read, kept so that it is read
+	ahead     []*uint64   // slots prefetch noted, for prefetchRead
+	sink      uint64      // what prefetchRead read, kept so that it is read
 }
 
 // gatePart is a Gate's view of one partition of its store.
@@ -171,19 +172,34 @@ func (g *Gate) admit(in *pipeline.Record, key []byte, ts int64) (bool, error) {
 	return true, nil
 }
 
-// prefetch reads the home slot of key in the table of partition p, if the
-// Gate has one, so that an Admit of key soon after finds it in cache (see
-// pipeline.Prefetcher).
+// prefetch notes the home slot of key in the table of partition p, if the
+// Gate has one, for prefetchRead to read (see pipeline.Prefetcher).
 func (g *Gate) prefetch(p int32, key []byte) {
 	gp := g.last
 	if gp == nil || gp.partition != p {
 		if gp = g.parts[p]; gp == nil {
 			return
 		}
+		g.last = gp
 	}
 	if !gp.stale && len(key) > 0 {
-		g.sink += gp.tab.touch(gp.tab.hash(key))
+		t := gp.tab
+		g.ahead = append(g.ahead, &t.slots[t.hash(key)&uint64(len(t.slots)-1)])
 	}
+}
+
+// prefetchRead reads the slots prefetch noted, so that the Admits of their
+// keys soon after find them in cache. The reads are a loop of their own,
+// apart from the hashing, so that dozens of them are in flight at once
+// (a read interleaved with a hash and a header search had about two).
+func (g *Gate) prefetchRead() {
+	var s uint64
+	for _, p := range g.ahead {
+		s += *p
+	}
+	g.sink += s
+	clear(g.ahead) // no table kept alive by a note
+	g.ahead = g.ahead[:0]
 }
 
 // Flush writes the keys admitted in the open transaction, and each

@@ -11,14 +11,19 @@ import (
 // expiry does, through growth, keys re-added in later batches, batches
 // dropped in any order and a rebuild from the batches alone (a restore).
 // Its fingerprints are forced to collide in half the runs, so the byte
-// comparison decides.
+// comparison decides; in the other half of each, growth fills the table
+// region by region (as it does past 16,384 slots) from regions of 16
+// slots.
 func TestKeyTableMatchesAMapThroughGrowthDropsAndReload(t *testing.T) {
-	for run := range 4 {
+	for run := range 8 {
 		rng := rand.New(rand.NewPCG(uint64(run), 7))
 		seed := maphash.MakeSeed()
 		weak := func(t *keyTable) *keyTable {
 			if run%2 == 1 {
 				t.weak = 0xffff // every fingerprint equal, few home slots
+			}
+			if run&2 != 0 {
+				t.regionBits = 4
 			}
 			return t
 		}
