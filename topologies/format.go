@@ -18,33 +18,38 @@ import (
 
 // Formats
 //
-// The etl, aggregate and dedup topologies read and write JSON by default.
-// With a format key they read and write Avro in the Confluent wire format
-// (a zero byte, the 4-byte schema id, the Avro binary) against a Schema
-// Registry (Options.SchemaRegistry; eosctl's --schema-registry):
+// The etl, aggregate and dedup topologies (and the etl's join) read and
+// write JSON by default. With a format key they read and write Avro or
+// Protobuf in the Confluent wire format (a zero byte, the 4-byte schema
+// id, for Protobuf the message-index list, then the payload) against a
+// Schema Registry (Options.SchemaRegistry; eosctl's --schema-registry):
 //
 //	format:
-//	  input: avro                 # json (default) or avro
+//	  input: avro                 # json (default), avro or protobuf
 //	  reader_schema: order.avsc   # optional: read every writer schema as this one
-//	  output: avro                # json (default) or avro
-//	  output_schema: order.avsc   # required with output: avro
+//	  output: avro                # json (default), avro or protobuf
+//	  output_schema: order.avsc   # required with output avro or protobuf
+//	  output_message: Order       # protobuf: the message of output_schema (default the first)
 //
 // Decoded records are presented to the expressions as JSON objects with the
-// same fields (longs and ints as integers, floats and doubles as numbers,
-// enums and strings as strings, null as nil), so a configuration works on
-// either format. Schema files are relative to the configuration file.
+// same fields (Avro longs and ints, Protobuf's integers of every width, as
+// integers; floats and doubles as numbers; enums and strings as strings;
+// null as nil; Protobuf's nested messages as objects, repeated fields as
+// arrays, maps as objects, absent proto3 scalars as their defaults; see
+// package wireformat), so a configuration works on any format. Schema
+// files are relative to the configuration file.
 //
 // The output schema is registered at start under each output topic's
 // subject (TopicNameStrategy: TOPIC-value) after a compatibility check
 // against the subject's latest version; an incompatible schema stops the
 // start with a line naming the subject and the field. A record that is not
 // in the wire format or does not decode goes to the dead-letter topic with
-// reason wire-format or avro-decode, an output that does not fit the output
-// schema with avro-encode, in the same transaction as everything else. A
-// schema id seen for the first time while the registry is down is retried
-// until the registry answers (the worker waits; the record is never
-// dead-lettered for it); ids seen before are cached and need no registry.
-// protobuf and json-schema are refused as "not supported yet".
+// reason wire-format or avro-decode / protobuf-decode, an output that does
+// not fit the output schema with avro-encode / protobuf-encode, in the
+// same transaction as everything else. A schema id seen for the first time
+// while the registry is down is retried until the registry answers (the
+// worker waits; the record is never dead-lettered for it); ids seen before
+// are cached and need no registry.
 //
 // json-schema (JSON Schema in the wire format: the header, then the JSON
 // document) is not transcoded: each input record is validated against its

@@ -203,13 +203,22 @@ func TestFormatConfigErrorsAtTheirLine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(dir+"/bad.proto", []byte("syntax = \"proto3\";\nmessage A { int64 a = 1 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/order.proto", []byte(datagen.ProtoSchema), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ yaml, want string }{
-		{"topology: etl\nformat:\n  input: protobuf\n", ":3: format.input: protobuf is not supported yet"},
 		{"topology: etl\nformat:\n  output: json-schema\n", ":2: format: output: json-schema needs output_schema: FILE.json"},
 		{"topology: etl\nformat:\n  output: json-schema\n  output_schema: nope.json\n", ":4: format.output_schema: open"},
 		{"topology: etl\nformat:\n  output: json-schema\n  output_schema: bad.json\n", "bad.json: not a JSON Schema: not a valid JSON Schema: at '/type'"},
 		{"topology: etl\nformat:\n  output: json-schema\n  output_schema: notjson.json\n", ":4: format.output_schema: " + dir + "/notjson.json: not a JSON Schema: not JSON"},
 		{"topology: etl\nformat:\n  input: json-schema\n  reader_schema: bad.json\n", ":4: format.reader_schema: input: json-schema checks each record against the schema it was written with"},
+		{"topology: etl\nformat:\n  output: protobuf\n", ":2: format: output: protobuf needs output_schema: FILE.proto"},
+		{"topology: etl\nformat:\n  output: protobuf\n  output_schema: bad.proto\n", ":4: format.output_schema: " + dir + "/bad.proto: not a .proto file"},
+		{"topology: etl\nformat:\n  output: protobuf\n  output_schema: order.proto\n  output_message: Nope\n", `:4: format.output_schema: ` + dir + `/order.proto: no message "Nope"`},
+		{"topology: etl\nformat:\n  output: avro\n  output_schema: x.avsc\n  output_message: Order\n", ":5: format.output_message: output_message names the message of output: protobuf"},
 		{"topology: etl\nformat:\n  output: avro\n", ":2: format: output: avro needs output_schema"},
 		{"topology: etl\nformat:\n  input: avro\n  reader_schema: nope.avsc\n", ":4: format.reader_schema: open"},
 		{"topology: aggregate\ngroup_by: user\nwindow: {size: 1m}\naggregations: {n: count()}\nformat:\n  input: xml\n", `:6: format.input: want json, avro`},

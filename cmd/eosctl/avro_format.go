@@ -22,6 +22,7 @@ func (g *globals) registryClient() (*sr.Client, error) {
 var orderSchemas = map[wireformat.Kind]string{
 	wireformat.Avro:       datagen.AvroSchema,
 	wireformat.JSONSchema: datagen.JSONSchema,
+	wireformat.Protobuf:   datagen.ProtoSchema,
 }
 
 // formatNames lists --format's values: "json, avro".

@@ -45,8 +45,10 @@ the topic exists and holds at least N records a read_committed consumer can
 read: for output a worker started a moment ago is still writing. It reads the whole topic into memory: it is for looking
 at results, not for bulk export. It joins no group and commits nothing.
 
---format avro decodes values in the Confluent wire format (Avro) with their
-writer schemas from --schema-registry (or EOSCTL_SCHEMA_REGISTRY) and prints
+--format avro (or protobuf) decodes values in the Confluent wire format
+(Avro, or Protobuf: fields by their .proto names, int64 as JSON integers,
+enums by name, absent proto3 scalars as their defaults) with their writer
+schemas from --schema-registry (or EOSCTL_SCHEMA_REGISTRY) and prints
 them as JSON; a value that does not decode is printed as it is, and named
 on stderr, and the command exits 1. --format json-schema prints the JSON
 after the wire-format header, each value checked against its writer schema
@@ -56,7 +58,8 @@ the same way (json-schema-invalid on stderr if it is not valid).`,
   eosctl consume --topic spend-per-minute --json
   eosctl consume --topic orders-dlq --headers
   eosctl consume --topic orders-avro-clean --format avro --max 2
-  eosctl consume --topic orders-js-clean --format json-schema --max 2`,
+  eosctl consume --topic orders-js-clean --format json-schema --max 2
+  eosctl consume --topic orders-proto --format protobuf --max 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
@@ -128,7 +131,7 @@ the same way (json-schema-invalid on stderr if it is not valid).`,
 	f.BoolVar(&last, "last", false, "print only the last record of each key")
 	f.DurationVar(&timeout, "read-timeout", time.Minute, "how long reading the topic (and waiting for --wait-for) may take")
 	f.IntVar(&waitFor, "wait-for", 0, "first wait until the topic exists and holds at least this many committed records")
-	f.StringVar(&format, "format", "json", "json (values as they are), or avro: decode the Confluent wire format with --schema-registry; json-schema: strip its header, check the JSON against its schema")
+	f.StringVar(&format, "format", "json", "json (values as they are), avro or protobuf: decode the Confluent wire format with --schema-registry; json-schema: strip its header, check the JSON against its schema")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }

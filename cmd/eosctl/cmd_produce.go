@@ -40,7 +40,9 @@ wordcount topology.
 with the schema of --schema (by default the orders' own: seq, ts, user,
 amount, pad) registered under the subject TOPIC-value of the Schema Registry
 --schema-registry (or EOSCTL_SCHEMA_REGISTRY) names; --size then sizes the
-JSON the values are made from.
+JSON the values are made from. --format protobuf writes them as Protobuf
+in the Confluent wire format, message Order of topologies/examples/order.proto
+(or the first message of --schema FILE.proto), registered the same way.
 
 --format json-schema writes the same JSON after the wire-format header (the
 magic byte and the schema id), each value first validated against the JSON
@@ -51,7 +53,8 @@ topologies/examples/order.schema.json), registered the same way.`,
   eosctl produce --topic orders --count 1000 --again    # the keys 0..999 once more
   eosctl produce --topic in --count 10000 --size 1024 --partitions 12 --rate 5000
   eosctl produce --topic orders-avro --count 1000 --format avro --schema-registry http://127.0.0.1:8081/apis/ccompat/v7
-  eosctl produce --topic orders-js --count 1000 --format json-schema --schema-registry http://127.0.0.1:8081/apis/ccompat/v7`,
+  eosctl produce --topic orders-js --count 1000 --format json-schema --schema-registry http://127.0.0.1:8081/apis/ccompat/v7
+  eosctl produce --topic orders-proto --count 1000 --format protobuf --schema-registry http://127.0.0.1:8081/apis/ccompat/v7`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -121,8 +124,8 @@ topologies/examples/order.schema.json), registered the same way.`,
 	f.Int32Var(&cfg.Partitions, "partitions", 6, "partitions if the topic is created")
 	f.BoolVar(&cfg.Again, "again", false, "write keys 0..N-1 even if the topic holds records (a re-sending producer), instead of continuing after its highest key")
 	f.IntVar(&cfg.Rate, "rate", 0, "records per second (0: as fast as possible)")
-	f.StringVar(&format, "format", "json", "json, or avro: the same records in Avro, Confluent wire format, schema registered with --schema-registry; json-schema: their JSON in the wire format, validated against a registered JSON Schema")
-	f.StringVar(&schema, "schema", "", "schema file for --format avro or json-schema (default: the orders' schema, topologies/examples/order.avsc or order.schema.json)")
+	f.StringVar(&format, "format", "json", "json, avro or protobuf: the same records in Avro or Protobuf, Confluent wire format, schema registered with --schema-registry; json-schema: their JSON in the wire format, validated against a registered JSON Schema")
+	f.StringVar(&schema, "schema", "", "schema file for --format avro, protobuf or json-schema (default: the orders' schema, topologies/examples/order.avsc, order.proto or order.schema.json)")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }

@@ -16,3 +16,10 @@ var AvroSchema string
 //
 //go:embed order.schema.json
 var JSONSchema string
+
+// ProtoSchema is the .proto file of [Value]'s records (message Order),
+// which eosctl produce --format protobuf registers and writes them with;
+// topologies/examples has the same file as order.proto.
+//
+//go:embed order.proto
+var ProtoSchema string
