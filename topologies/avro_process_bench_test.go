@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/eosctl/eos/internal/datagen"
-	"github.com/eosctl/eos/internal/schemaregistry"
 	"github.com/eosctl/eos/internal/wireformat"
 	"github.com/eosctl/eos/pipeline"
 )
@@ -20,13 +19,13 @@ import (
 //
 //	go test ./topologies -run '^$' -bench ETLProcessAvroVsJSON -benchmem
 func BenchmarkETLProcessAvroVsJSON(b *testing.B) {
-	reg := schemaregistry.Shared(b)
+	url := benchRegistry(b)
 	src := string(must(os.ReadFile("examples/etl-avro.yaml")))
 	jsonCfg := filepath.Join(b.TempDir(), "etl-json.yaml")
 	if err := os.WriteFile(jsonCfg, []byte(src[:strings.Index(src, "format:")]+src[strings.Index(src, "filter:"):]), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cl := must(wireformat.NewClient(wireformat.Registry{URL: reg.URL()}))
+	cl := must(wireformat.NewClient(wireformat.Registry{URL: url}))
 	enc := must(wireformat.NewAvroEncoder(must(wireformat.ParseSchema(datagen.AvroSchema))))
 	ctx := context.Background()
 	if err := enc.Register(ctx, cl, "pb-in"); err != nil {
@@ -36,7 +35,7 @@ func BenchmarkETLProcessAvroVsJSON(b *testing.B) {
 		b.Run(m, func(b *testing.B) {
 			o := Options{Config: jsonCfg}
 			if m == "avro" {
-				o = Options{Config: "examples/etl-avro.yaml", Output: "pb-out", SchemaRegistry: SchemaRegistry{URL: reg.URL()}}
+				o = Options{Config: "examples/etl-avro.yaml", Output: "pb-out", SchemaRegistry: SchemaRegistry{URL: url}}
 			}
 			tr := must(topologyFor("etl").New(o))
 			recs := make([]pipeline.Record, 1024)

@@ -218,30 +218,9 @@ func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitt
 			return err
 		}
 	}
-	key := in.Key
-	if t.key != nil {
-		v, err := t.key.eval(t.env.m)
-		if err != nil {
-			return err
-		}
-		if key, err = keyBytes(v); err != nil {
-			return pipeline.DeadLetter("expression-error", fmt.Errorf("%s: %w", t.key.where, err))
-		}
-	}
-	to := ""
-	if t.route != nil {
-		v, err := t.route.eval(t.env.m)
-		if err != nil {
-			return err
-		}
-		s, ok := v.(string)
-		if !ok {
-			return pipeline.DeadLetter("expression-error", fmt.Errorf("%s: route gave %v (%T), want the name of an output or \"\"", t.route.where, v, v))
-		}
-		if _, known := t.outputs[s]; s != "" && !known {
-			return pipeline.DeadLetter("unknown-route", fmt.Errorf("%s: route gave %q, which is not one of the outputs (%v)", t.route.where, s, slices.Sorted(maps.Keys(t.outputs))))
-		}
-		to = s
+	key, to, err := t.keyRoute(in)
+	if err != nil {
+		return err
 	}
 	o := pipeline.Output{To: to, Key: key, Value: value, Headers: in.Headers, Timestamp: in.Timestamp}
 	if fe, ok := out.(fieldsEmitter); ok && t.shaped.on { // an encoder: spare it parsing the value again
@@ -251,6 +230,37 @@ func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitt
 	}
 	out.Emit(o)
 	return nil
+}
+
+// keyRoute evaluates the key and route expressions: the output's key and
+// the output it goes to ("" the main one).
+func (t *ETL) keyRoute(in *pipeline.Record) ([]byte, string, error) {
+	key := in.Key
+	if t.key != nil {
+		v, err := t.key.eval(t.env.m)
+		if err != nil {
+			return nil, "", err
+		}
+		if key, err = keyBytes(v); err != nil {
+			return nil, "", pipeline.DeadLetter("expression-error", fmt.Errorf("%s: %w", t.key.where, err))
+		}
+	}
+	to := ""
+	if t.route != nil {
+		v, err := t.route.eval(t.env.m)
+		if err != nil {
+			return nil, "", err
+		}
+		s, ok := v.(string)
+		if !ok {
+			return nil, "", pipeline.DeadLetter("expression-error", fmt.Errorf("%s: route gave %v (%T), want the name of an output or \"\"", t.route.where, v, v))
+		}
+		if _, known := t.outputs[s]; s != "" && !known {
+			return nil, "", pipeline.DeadLetter("unknown-route", fmt.Errorf("%s: route gave %q, which is not one of the outputs (%v)", t.route.where, s, slices.Sorted(maps.Keys(t.outputs))))
+		}
+		to = s
+	}
+	return key, to, nil
 }
 
 // reshape builds the output value from the parsed input (t.env.obj).
@@ -309,7 +319,7 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 			return err
 		}
 		if err := put(f.name, raw, v, how); err != nil {
-			return pipeline.DeadLetter("expression-error", fmt.Errorf("%s: cannot encode %v as JSON: %w", f.e.where, v, err))
+			return notJSON(f, v, err)
 		}
 		return nil
 	}
@@ -369,6 +379,12 @@ func (t *ETL) finish(b []byte) []byte {
 	}
 	t.scratch = b
 	return t.slab.clone(b)
+}
+
+// notJSON is the dead letter of a record for which f computed v, which
+// has no JSON text.
+func notJSON(f etlField, v any, err error) error {
+	return pipeline.DeadLetter("expression-error", fmt.Errorf("%s: cannot encode %v as JSON: %w", f.e.where, v, err))
 }
 
 // keyBytes turns a key expression's result into a record key: strings as

@@ -286,6 +286,7 @@ func (fm *format) wrap(t pipeline.Transform, o Options) (pipeline.Transform, err
 			}
 		}
 	}
+	w.fast = newAvroETL(w)
 	if _, ok := t.(pipeline.Flusher); ok {
 		return &formattedFlusher{w}, nil
 	}
@@ -309,6 +310,7 @@ type formatted struct {
 	obj   *jsonObject
 	reuse bool // the decoded JSON's buffer can be reused (see Process)
 	buf   []byte
+	fast  *avroETL // nil unless an etl reads and writes Avro
 }
 
 // Declare implements pipeline.Declarer.
@@ -319,6 +321,11 @@ func (w *formatted) Unwrap() pipeline.Transform { return w.inner }
 
 // Process implements pipeline.Transform.
 func (w *formatted) Process(ctx context.Context, in *pipeline.Record, out pipeline.Emitter) error {
+	if w.fast != nil && !in.Repartitioned {
+		if done, err := w.fast.process(in, out); done {
+			return err
+		}
+	}
 	if w.dec != nil && !in.Repartitioned {
 		// What the topology emits may alias the JSON until the
 		// transaction's records are produced, so it gets a new buffer each

@@ -64,14 +64,14 @@ func (w *writer) appendFields(dst []byte, get func(string) ([]byte, bool)) ([]by
 		raw, ok := get(f.name)
 		if !ok {
 			if f.def == nil {
-				return dst, fmt.Errorf("field %q is not in the output and the schema gives it no default", f.name)
+				return dst, errMissing(f.name)
 			}
 			dst = append(dst, f.def...)
 			continue
 		}
 		var err error
 		if dst, err = encodeRaw(dst, raw, f.t); err != nil {
-			return dst, fmt.Errorf("field %q: %w", f.name, err)
+			return dst, errField(f.name, err)
 		}
 	}
 	return dst, nil
@@ -205,3 +205,9 @@ func fits(raw []byte, k byte, t flatType) bool {
 }
 
 var kindName = map[kind]string{kNull: "null", kBool: "boolean", kInt: "int", kLong: "long", kFloat: "float", kDouble: "double", kString: "string", kEnum: "enum symbol", kUnion: "union"}
+
+func errMissing(name string) error {
+	return fmt.Errorf("field %q is not in the output and the schema gives it no default", name)
+}
+
+func errField(name string, err error) error { return fmt.Errorf("field %q: %w", name, err) }
