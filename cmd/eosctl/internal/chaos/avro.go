@@ -74,11 +74,17 @@ func (a *avroCopying) startWith(h *harness, cfgName, config, schemaName, schema 
 }
 
 func (a *avroCopying) produce(ctx context.Context, h *harness, in string, partitions int32, n int64, rate int) (<-chan error, error) {
-	cl, err := wireformat.NewClient(wireformat.Registry{URL: a.reg.URL()})
+	enc, err := wireformat.NewAvroEncoder(avro.MustParse(datagen.AvroSchema))
 	if err != nil {
 		return nil, err
 	}
-	enc, err := wireformat.NewAvroEncoder(avro.MustParse(datagen.AvroSchema))
+	return a.produceWith(ctx, h, enc, in, partitions, n, rate)
+}
+
+// produceWith registers enc's schema under in's subject and writes
+// datagen's orders to in encoded with it.
+func (a *avroCopying) produceWith(ctx context.Context, h *harness, enc wireformat.Encoder, in string, partitions int32, n int64, rate int) (<-chan error, error) {
+	cl, err := wireformat.NewClient(wireformat.Registry{URL: a.reg.URL()})
 	if err != nil {
 		return nil, err
 	}
@@ -151,11 +157,21 @@ const avroEventSchema = `{"type": "record", "name": "Event", "fields": [
 type avroAggregating struct {
 	*aggregating
 	reg *schemaregistry.Registry
+	// encoder makes the input's encoder (format's, of aggcheck's events).
+	encoder func() (wireformat.Encoder, error)
 }
 
 func newAvroAggregating() *avroAggregating {
-	a := &avroAggregating{}
-	a.aggregating = &aggregating{config: aggcheck.Config + "format: {input: avro}\n", newInput: a.newInput, judge: a.judge}
+	return newWireAggregating(wireformat.Avro, func() (wireformat.Encoder, error) {
+		return wireformat.NewAvroEncoder(avro.MustParse(avroEventSchema))
+	})
+}
+
+// newWireAggregating is the aggregate drill reading format, its input
+// encoded with what encoder makes.
+func newWireAggregating(format wireformat.Kind, encoder func() (wireformat.Encoder, error)) *avroAggregating {
+	a := &avroAggregating{encoder: encoder}
+	a.aggregating = &aggregating{config: aggcheck.Config + "format: {input: " + string(format) + "}\n", newInput: a.newInput, judge: a.judge}
 	return a
 }
 
@@ -178,7 +194,7 @@ func (a *avroAggregating) newInput(topic string, n int, seed uint64) *aggcheck.I
 	if err != nil {
 		return in
 	}
-	enc, err := wireformat.NewAvroEncoder(avro.MustParse(avroEventSchema))
+	enc, err := a.encoder()
 	if err == nil {
 		err = enc.Register(ctx, cl, topic)
 	}

@@ -61,7 +61,7 @@ type Result struct {
 
 // Stateful reports whether the row is of the aggregate topology.
 func (r *Result) Stateful() bool {
-	return r.Topology == topologyAggregate || r.Topology == topologySessions || r.Topology == topologyAvroAggregate
+	return r.Topology == topologyAggregate || r.Topology == topologySessions || r.Topology == topologyAvroAggregate || r.Topology == topologyProtobufAggregate
 }
 
 // OK reports whether exactly-once held: the judge of the row's topology
@@ -163,6 +163,8 @@ func Scenarios() []Scenario {
 		{Name: "avro-kills", Topology: topologyAvro, Description: "the etl topology on Avro topics (the Confluent wire format, a real Schema Registry), workers SIGKILLed mid-transaction: every key once, each output decoded by hamba/avro with the output schema and equal to its input's fields", run: avroKills},
 		{Name: "avro-aggregate-kills", Topology: topologyAvroAggregate, Description: "the aggregate topology reading Avro (aggcheck's records in the Confluent wire format, a real Schema Registry), workers SIGKILLed mid-transaction: every window and late record's dead letter exactly once, judged against the JSON the input was encoded from", run: avroAggregateKills},
 		{Name: "jsonschema-kills", Topology: topologyJSONSchema, Description: "the etl topology on JSON Schema topics (the Confluent wire format, a real Schema Registry), every record validated against its writer schema and every output against the output schema, workers SIGKILLed mid-transaction: every key once, each output read by encoding/json equal to its input's fields", run: jsonSchemaKills},
+		{Name: "protobuf-kills", Topology: topologyProtobuf, Description: "the etl topology on Protobuf topics (the Confluent wire format, a real Schema Registry, .proto compiled at run time), workers SIGKILLed mid-transaction: every key once, each output read field by field with protowire (not the workers' dynamicpb) and equal to its input's fields", run: protobufKills},
+		{Name: "protobuf-aggregate-kills", Topology: topologyProtobufAggregate, Description: "the aggregate topology reading Protobuf (aggcheck's records in the Confluent wire format, a real Schema Registry), workers SIGKILLed mid-transaction: every window and late record's dead letter exactly once, judged against the JSON the input was encoded from", run: protobufAggregateKills},
 		{Name: "join-kills", Topology: topologyJoin, Description: "the etl topology joining each record with a table row of its key (the table written before the events), workers SIGKILLed mid-transaction, each restart restoring the table: every key once, each with its row's price", run: joinKills},
 		stateful(clean), stateful(hard), stateful(moves), stateful(leaders), stateful(lost), stateful(slow), stateful(timeout), stateful(partition),
 	}

@@ -52,6 +52,10 @@ func newWorkload(topology string) workload {
 		return newAvroAggregating()
 	case topologyJSONSchema:
 		return &jsonSchemaCopying{}
+	case topologyProtobuf:
+		return &protoCopying{}
+	case topologyProtobufAggregate:
+		return newProtoAggregating()
 	}
 	return &copying{}
 }
