@@ -184,7 +184,12 @@ func (g *Gate) prefetch(p int32, key []byte) {
 	}
 	if !gp.stale && len(key) > 0 {
 		t := gp.tab
-		g.ahead = append(g.ahead, &t.slots[t.hash(key)&uint64(len(t.slots)-1)])
+		mask := uint64(len(t.slots) - 1)
+		i := t.hash(key) & mask
+		g.ahead = append(g.ahead, &t.slots[i])
+		if i&7 >= 5 { // the probe is likely to go on into the next 64 bytes
+			g.ahead = append(g.ahead, &t.slots[(i|7+1)&mask])
+		}
 	}
 }
 

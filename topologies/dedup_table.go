@@ -237,27 +237,41 @@ const resizeRegionBits = 14
 
 // fill inserts the entries of every batch in use into the empty table,
 // one region of 2^regionBits slots after the other: it sorts the entries
-// by the region of their home slot (a counting sort, two passes over the
-// batches, in order) into a scratch of 12 bytes an entry, then inserts
-// each region's entries, in batch order, while that region is in cache.
-// The order of insertion within a key's entries (all in one region) is
-// the batch order, as in a direct insertion, so the same entry wins.
+// by the region of their home slot (a counting sort over the batches, in
+// order, hashing each key once) into a scratch of 20 bytes an entry, then
+// inserts each region's entries, in batch order, while that region is in
+// cache. The order of insertion within a key's entries (all in one
+// region) is the batch order, as in a direct insertion, so the same entry
+// wins.
 func (t *keyTable) fill(entries int, regionBits uint) {
 	mask := uint64(len(t.slots) - 1)
 	start := make([]int, len(t.slots)>>regionBits+1)
-	t.each(func(_ uint32, _ int, h uint64) { start[(h&mask)>>regionBits+1]++ })
+	hs := make([]uint64, 0, entries)
+	t.each(func(_ uint32, _ int, h uint64) {
+		hs = append(hs, h)
+		start[(h&mask)>>regionBits+1]++
+	})
 	for r := 1; r < len(start); r++ {
 		start[r] += start[r-1]
 	}
-	homes := make([]uint32, entries)
-	vals := make([]uint64, entries)
-	next := start[: len(start)-1 : len(start)-1]
-	t.each(func(b uint32, off int, h uint64) {
-		r := (h & mask) >> regionBits
-		homes[next[r]], vals[next[r]] = uint32(h&mask), slotOf(fingerprint(h), b, off)
-		next[r]++
-	})
-	for j := range homes[:start[len(start)-1]] {
+	homes := make([]uint32, len(hs))
+	vals := make([]uint64, len(hs))
+	next := start[:len(start)-1]
+	j := 0
+	for b := range t.batches {
+		bt := &t.batches[b]
+		if !bt.inUse {
+			continue
+		}
+		for off := batchHeader; off < len(bt.data); j++ {
+			h := hs[j]
+			r := (h & mask) >> regionBits
+			homes[next[r]], vals[next[r]] = uint32(h&mask), slotOf(fingerprint(h), uint32(b), off)
+			next[r]++
+			_, _, off = bt.entry(off)
+		}
+	}
+	for j := range homes {
 		t.insertAt(vals[j], uint64(homes[j]))
 	}
 }
