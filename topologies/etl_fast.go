@@ -65,7 +65,7 @@ func parseNumber(raw []byte) (n int64, f float64, isInt bool, err error) {
 	if n, ok := smallInt(raw); ok {
 		return int64(n), 0, true, nil
 	}
-	if bytes.IndexAny(raw, ".eE") < 0 {
+	if !slices.ContainsFunc(raw, func(c byte) bool { return c == '.' || c == 'e' || c == 'E' }) {
 		if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 			return n, 0, true, nil
 		}
@@ -86,6 +86,9 @@ func appendCanonical(b, raw []byte) ([]byte, error) {
 	case c == 't' || c == 'f' || c == 'n':
 		return append(b, raw...), nil
 	case c == '-' || '0' <= c && c <= '9':
+		if shortestDecimal(raw) {
+			return append(b, raw...), nil
+		}
 		n, f, isInt, err := parseNumber(raw)
 		switch {
 		case err != nil:
@@ -100,6 +103,42 @@ func appendCanonical(b, raw []byte) ([]byte, error) {
 		return b, err
 	}
 	return encodeJSON(b, v)
+}
+
+// shortestDecimal reports whether the validated JSON number raw is a
+// decimal fraction that appendFloat writes back as it is: no exponent, a
+// last digit that is not 0, at most 15 significant digits (so no shorter
+// decimal is the same float64: distinct decimals of 15 digits are
+// distinct float64s) and at least 1e-6 (below, appendFloat writes an
+// exponent; 15 digits stay under 1e21, where it also would).
+func shortestDecimal(raw []byte) bool {
+	i := 0
+	if raw[0] == '-' {
+		i++
+	}
+	intStart := i
+	for i < len(raw) && '0' <= raw[i] && raw[i] <= '9' {
+		i++
+	}
+	if i == len(raw) || raw[i] != '.' || raw[len(raw)-1] == '0' {
+		return false
+	}
+	intDigits := i - intStart
+	i++
+	frac := raw[i:]
+	for _, c := range frac {
+		if c < '0' || c > '9' {
+			return false // an exponent
+		}
+	}
+	if intDigits == 1 && raw[intStart] == '0' { // 0.000ddd
+		zeros := 0
+		for zeros < len(frac) && frac[zeros] == '0' {
+			zeros++
+		}
+		return zeros < 6 && len(frac)-zeros <= 15
+	}
+	return intDigits+len(frac) <= 15
 }
 
 // plainASCII reports whether s is printable ASCII without a backslash:

@@ -189,3 +189,50 @@ func randomRow(rng *rand.Rand) []byte {
 	}
 	return []byte(randomObject(rng, []string{"user", "amount", "s", "n", "obj", "o"}))
 }
+
+// appendCanonical writes what decoding and encoding write, on numbers of
+// every shape: its shortcuts (integers, short decimals written as they
+// are) are exact.
+func TestAppendCanonicalIsDecodeThenEncode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	digits := func(n int, lead bool) string {
+		var b strings.Builder
+		for i := range n {
+			c := byte('0' + rng.IntN(10))
+			if i == 0 && lead && c == '0' {
+				c = '1'
+			}
+			b.WriteByte(c)
+		}
+		return b.String()
+	}
+	var raws []string
+	for range 20000 {
+		s := "0"
+		if rng.IntN(3) > 0 {
+			s = digits(1+rng.IntN(20), true)
+		}
+		if rng.IntN(4) > 0 {
+			s += "." + strings.Repeat("0", rng.IntN(8)) + digits(1+rng.IntN(16), false)
+		}
+		if rng.IntN(6) == 0 {
+			s += []string{"e", "E", "e-", "e+"}[rng.IntN(4)] + digits(1+rng.IntN(3), false)
+		}
+		if rng.IntN(2) == 0 {
+			s = "-" + s
+		}
+		raws = append(raws, s)
+	}
+	raws = append(raws, "0.000001", "0.0000001", "999999999999999.9", "99999999999999.9", "123456789012345.6", "1e999", "-0.0", "0.10", "5.0")
+	for _, raw := range raws {
+		want, werr := decodeJSON([]byte(raw))
+		var wb []byte
+		if werr == nil {
+			wb, werr = encodeJSON(nil, want)
+		}
+		got, gerr := appendCanonical(nil, []byte(raw))
+		if fmt.Sprint(gerr) != fmt.Sprint(werr) || string(got) != string(wb) {
+			t.Fatalf("%s: appendCanonical gave %s (%v), decode and encode %s (%v)", raw, got, gerr, wb, werr)
+		}
+	}
+}
