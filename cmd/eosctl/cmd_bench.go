@@ -245,6 +245,7 @@ extension; repeatable).`,
 				{"workers", workers <= 0},
 				{"repeat", repeat <= 0},
 				{"latency-rate", latencyRate <= 0},
+				{"table-rows", cfg.TableRows <= 0},
 			} {
 				if c.bad {
 					return usage(fmt.Errorf("--%s must be positive", c.name))
@@ -399,11 +400,12 @@ extension; repeatable).`,
 	f.BoolVar(&eosIdemKey, "eos-idempotency-key", true, "run eos with its idempotency-key header (false: without, as eosctl run --idempotency-key=false)")
 	f.StringVar(&intervals, "intervals", "10ms,100ms,1s", "commit intervals to sweep, comma-separated durations or auto")
 	f.StringVar(&sizes, "sizes", "", "record value sizes to sweep, in bytes, comma-separated (default 100,1024; none with --topology aggregate, whose input has its own records)")
-	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 4,000,000 records for sizes up to 128 bytes, 2,000,000 up to 1 KiB, 2 GB worth above; with --topology aggregate the regular orders, at most 600,000, default 200,000)")
+	f.Int64Var(&records, "records", 0, "backlog each run drains (default: 4,000,000 records for sizes up to 128 bytes, 2,000,000 up to 1 KiB, 2 GB worth above; with --topology aggregate the regular orders, at most 600,000, default 200,000; with --topology join at most --table-rows, by default as many)")
 	f.Int32Var(&partitions, "partitions", 6, "partitions of the input and output topics")
 	f.IntVar(&workers, "workers", 1, "workers (copiers) per run, each its own process unless --in-process")
 	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in every mode, one after the other")
-	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run: passthrough (judged as a copy), aggregate (judged window by window), or both, comma-separated: run in turn, each with its own table and files (FILE-TOPOLOGY.EXT)")
+	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run: passthrough (judged as a copy), aggregate (judged window by window), dedup, join (the etl topology joining every record with its row of a seeded table, judged record by record), or several, comma-separated: run in turn, each with its own table and files (FILE-TOPOLOGY.EXT)")
+	f.Int64Var(&cfg.TableRows, "table-rows", bench.DefaultTableRows, "rows of the table --topology join seeds and joins every record with (at least --records)")
 	f.DurationVar(&rtt, "rtt", time.Millisecond, "round-trip time the embedded broker injects per response (0: loopback)")
 	f.Var(percentFlag{v: &overheadBudget}, "eos-overhead-budget", "for auto intervals: the share of wall time commits may take, in percent (default 3%)")
 	f.DurationVar(&maxCommitInterval, "max-commit-interval", 0, "for auto intervals: the longest interval auto may choose (default 5s)")

@@ -48,6 +48,7 @@ var settingFlags = map[string]string{
 	"bench.Config.MaxCommitInterval":     "--max-commit-interval",
 	"bench.Config.Topology":              "--topology",
 	"bench.Config.KeyHeader":             "--topology", // set from it: passthrough beside dedup
+	"bench.Config.TableRows":             "--table-rows",
 	"bench.Config.Modes":                 "--modes",
 	"bench.Config.Intervals":             "--intervals",
 	"bench.Config.Sizes":                 "--sizes",

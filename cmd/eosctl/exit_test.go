@@ -103,7 +103,7 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		// Kafka Streams runs against real brokers only, as a JVM child, on passthrough or aggregate.
 		{[]string{"bench", "--modes", "eos,kstreams"}, "--modes: the kstreams mode runs a JVM peer against real Apache Kafka: it needs brokers (--brokers or EOSCTL_BROKERS), not the embedded broker"},
 		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--in-process"}, "--modes: the kstreams mode runs a JVM child process; with --in-process"},
-		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--topology", "wordcount"}, "--topology: the bench runs the passthrough, aggregate and dedup topologies, whose output it can judge exactly once; wordcount's output has no judge here"},
+		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--topology", "wordcount"}, "--topology: the bench runs the passthrough, aggregate and dedup topologies and the etl join (join), whose output it can judge exactly once; wordcount's output has no judge here"},
 		// The aggregate runs in eos and kstreams, on its own input.
 		{[]string{"bench", "--topology", "aggregate", "--modes", "baseline,eos"}, "--modes: the aggregate topology runs in the eos and kstreams modes only; the baseline mode is a stateless copy loop"},
 		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--sizes", "100"}, "--sizes: the aggregate topology's input is aggcheck.Input's JSON orders"},

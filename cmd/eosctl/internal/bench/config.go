@@ -119,7 +119,7 @@ func (m Mode) RunsOn(topology string) bool {
 		return m.isEOS() || m.kstreams()
 	case "passthrough":
 		return m != ModeEOSNoPreagg
-	case topologyDedup:
+	case topologyDedup, topologyJoin:
 		return m == ModeEOS
 	}
 	return false
@@ -275,6 +275,9 @@ type Config struct {
 	// (eosctl bench --topology passthrough,dedup does). The aggregate's
 	// input has no such header.
 	KeyHeader string
+	// TableRows is the join topology's table size (join.go); default
+	// DefaultTableRows. Only --topology join uses it.
+	TableRows int64
 
 	// Brokers of a real cluster; empty starts an embedded one. With real
 	// brokers the benchmark creates uniquely named topics and groups and
@@ -496,15 +499,18 @@ func (c *Config) validate() error {
 	case c.StartTimeout < 0:
 		return eos.BadConfig("bench.Config.StartTimeout", "must not be negative, got %s", c.StartTimeout)
 	}
-	if _, err := topologies.Lookup(c.Topology); err != nil {
+	if _, err := topologies.Lookup(workerTopology(c.Topology)); err != nil {
 		return eos.BadConfig("bench.Config.Topology", "%w", err)
 	}
-	if c.Topology != "passthrough" && c.Topology != topologyAggregate && c.Topology != topologyDedup {
+	if c.Topology != "passthrough" && c.Topology != topologyAggregate && c.Topology != topologyDedup && c.Topology != topologyJoin {
 		// Every run is judged before its figures count: a copy (and a
 		// dedup of distinct keys) by verify.Run, an aggregate by
 		// aggcheck.Judge. etl and wordcount output is neither, so a run
 		// could not be told from a broken one.
-		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough, aggregate and dedup topologies, whose output it can judge exactly once; %s's output has no judge here", c.Topology)
+		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough, aggregate and dedup topologies and the etl join (join), whose output it can judge exactly once; %s's output has no judge here", c.Topology)
+	}
+	if err := c.validateJoin(); err != nil {
+		return err
 	}
 	if c.Topology == topologyDedup && c.KeyHeader == "" {
 		c.KeyHeader = DedupKeyHeader
@@ -584,6 +590,8 @@ func (c *Config) records(size int) int64 {
 		return c.Records
 	case c.Topology == topologyAggregate:
 		return DefaultAggregateRecords
+	case c.Topology == topologyJoin: // a row for every event
+		return min(DefaultRecords(size), c.tableRows())
 	}
 	return DefaultRecords(size)
 }

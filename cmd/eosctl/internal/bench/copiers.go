@@ -69,7 +69,7 @@ type inProcess struct {
 }
 
 func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copyJob, onEvent func(pipeline.Event)) (copiers, error) {
-	topo, err := topologies.Lookup(cfg.Topology)
+	topo, err := topologies.Lookup(workerTopology(cfg.Topology))
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 		case ModeEOS, ModeEOSNoPreagg:
 			w, err := pipeline.New(pipeline.Config{
 				App: job.app, Instance: strconv.Itoa(i), Inputs: job.inputs, Output: job.output,
-				Topology: cfg.Topology, DLQ: job.dlq,
+				Topology: workerTopology(cfg.Topology), DLQ: job.dlq,
 				CommitInterval: job.interval.Fixed, AutoInterval: job.interval.Auto,
 				OverheadBudget: cfg.OverheadBudget, MaxCommitInterval: cfg.MaxCommitInterval,
 				NoIdempotencyKey: cfg.NoIdempotencyKey,
@@ -222,7 +222,7 @@ func copierArgs(cfg *Config, brokers []string, job copyJob, i int) []string {
 	if job.mode.isEOS() {
 		// supervise.Worker serves no metrics: the baseline has none, and a
 		// fixed port would collide between runs.
-		return supervise.Worker{Topology: cfg.Topology, Config: job.config, Brokers: strings.Join(brokers, ","), App: job.app, Instance: i,
+		return supervise.Worker{Topology: workerTopology(cfg.Topology), Config: job.config, Brokers: strings.Join(brokers, ","), App: job.app, Instance: i,
 			Input: strings.Join(job.inputs, ","), Output: job.output, LogLevel: "warn",
 			CommitInterval: job.interval.Fixed, AutoCommitInterval: job.interval.Auto,
 			OverheadBudget: cfg.OverheadBudget, MaxCommitInterval: cfg.MaxCommitInterval,

@@ -39,7 +39,7 @@ type tableColumn struct {
 
 func tableColumns(p Params, wide bool) []tableColumn {
 	ran := func(m Mode) bool { return slices.Contains(p.Modes, m) }
-	agg := p.Topology == topologyAggregate
+	noE2E := noLatencyPhase(p.Topology)
 	ratio := func(num func(Mode) bool, den Mode) func(Cell, Mode, ModeFigures) string {
 		return func(c Cell, m Mode, _ ModeFigures) string {
 			if m == den || !num(m) {
@@ -79,13 +79,13 @@ func tableColumns(p Params, wide bool) []tableColumn {
 		{head: "commit p50/p99", shown: true, cell: commits(func(st ModeFigures) string { return msPair(st.CommitP50Ms, st.CommitP99Ms) })},
 		{head: "flush p50", wide: true, shown: true, cell: commits(func(st ModeFigures) string { return fmtMs(st.FlushP50Ms) })},
 		{head: "overhead %", wide: true, shown: true, cell: commits(func(st ModeFigures) string { return fmt.Sprintf("%.1f", st.OverheadPct) })},
-		// An aggregate has no latency phase (see the note below the
-		// table): no e2e columns.
-		{head: "e2e p50/p99/p99.9", shown: !agg, cell: func(_ Cell, _ Mode, st ModeFigures) string {
+		// The aggregate, dedup and join have no latency phase (see the
+		// notes below the table): no e2e columns.
+		{head: "e2e p50/p99/p99.9", shown: !noE2E, cell: func(_ Cell, _ Mode, st ModeFigures) string {
 			return fmtMs(st.E2EP50Ms) + "/" + e2eQuantile(st.E2EP99Ms, st.E2ESamples, 0.99) + "/" + e2eQuantile(st.E2EP999Ms, st.E2ESamples, 0.999)
 		}},
-		{head: "e2e max", wide: true, shown: !agg, cell: func(_ Cell, _ Mode, st ModeFigures) string { return fmtMs(st.E2EMaxMs) }},
-		{head: "e2e n", shown: !agg, cell: func(_ Cell, _ Mode, st ModeFigures) string { return grouped(float64(st.E2ESamples)) }},
+		{head: "e2e max", wide: true, shown: !noE2E, cell: func(_ Cell, _ Mode, st ModeFigures) string { return fmtMs(st.E2EMaxMs) }},
+		{head: "e2e n", shown: !noE2E, cell: func(_ Cell, _ Mode, st ModeFigures) string { return grouped(float64(st.E2ESamples)) }},
 		{head: "CPU s/M", shown: true, cell: func(_ Cell, _ Mode, st ModeFigures) string { return fmt.Sprintf("%.2f", st.CPUSecPerM) }},
 		{head: "RSS MiB", shown: true, cell: func(_ Cell, _ Mode, st ModeFigures) string { return fmt.Sprintf("%.0f", st.PeakRSSMiB) }},
 		{head: "ok", shown: true, cell: func(_ Cell, _ Mode, st ModeFigures) string { return fmt.Sprintf("%d/%d", st.Verified, st.Runs) }},
@@ -241,6 +241,9 @@ func writeNotes(w io.Writer, r *Report) {
 	}
 	if p.KeyHeader != "" && p.Topology != topologyDedup {
 		fmt.Fprintf(w, "every backlog record carries its key in the header %s too, as dedup's input does\n", p.KeyHeader)
+	}
+	if p.Topology == topologyJoin {
+		fmt.Fprintln(w, joinNote(p))
 	}
 	if p.Topology == topologyDedup {
 		fmt.Fprintf(w, "dedup: %s, every record a distinct key (held to the end), judged by verify (every key exactly once, in order); no e2e latency: a worker with state reads one input, so there is no live input\n", strings.TrimSpace(strings.ReplaceAll(dedupConfig, "\n", "; ")))

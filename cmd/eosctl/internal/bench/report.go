@@ -64,6 +64,7 @@ type Params struct {
 
 	Topology   string   `json:"topology"`
 	KeyHeader  string   `json:"key_header,omitempty"` // every backlog record's key, in this header too
+	TableRows  int64    `json:"table_rows,omitempty"` // the join's table (--topology join)
 	Intervals  []string `json:"intervals"`
 	Sizes      []int    `json:"sizes"`
 	Records    []int64  `json:"records"` // per size, in the order of sizes
@@ -145,6 +146,9 @@ type RunResult struct {
 	// nil for the other topologies; Verified is its OK, Duplicates and
 	// Missing its windows' and dead letters' twice and missing counts.
 	Aggregate *aggcheck.Report `json:"aggregate,omitempty"`
+	// JoinsChecked counts the join's output records checked against their
+	// event and their row's reference (join.go); 0 for other topologies.
+	JoinsChecked int64 `json:"joins_checked,omitempty"`
 }
 
 // Cell is one (interval, size, threads) of the sweep: each mode's figures

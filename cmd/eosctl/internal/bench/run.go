@@ -33,7 +33,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	b := &bencher{cfg: &cfg, started: time.Now()}
-	if cfg.Topology == topologyAggregate || cfg.Topology == topologyDedup {
+	if cfg.Topology == topologyAggregate || cfg.Topology == topologyDedup || cfg.Topology == topologyJoin {
 		// The eos workers read the topology's configuration from a file,
 		// as `eosctl run aggregate --config` does.
 		dir, err := os.MkdirTemp("", "eosbench-")
@@ -41,9 +41,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		if cfg.Topology == topologyDedup {
+		b.dir = dir
+		switch cfg.Topology {
+		case topologyJoin: // written with the table
+		case topologyDedup:
 			b.dedupConfig, err = writeDedupConfig(dir)
-		} else {
+		default:
 			b.aggConfig, b.aggConfigNoPreagg, err = writeAggregateConfig(dir)
 		}
 		if err != nil {
@@ -104,9 +107,12 @@ type bencher struct {
 	// ModeEOSNoPreagg.
 	aggConfigNoPreagg string
 	// dedupConfig is the dedup workers' configuration file (dedup.go).
-	dedupConfig  string
-	aggInput     *aggcheck.Input
-	aggMeanBytes float64
+	dedupConfig string
+	// dir holds the configuration files; joinConfig is the join
+	// workers' (join.go), written once the table is.
+	dir, joinConfig string
+	aggInput        *aggcheck.Input
+	aggMeanBytes    float64
 }
 
 func (b *bencher) connect(ctx context.Context) error {
@@ -186,6 +192,9 @@ func (b *bencher) produceInputs(ctx context.Context) error {
 			return fmt.Errorf("bench: producing the %d-byte input: %w", size, err)
 		}
 		b.inputs[size] = topic
+	}
+	if b.cfg.Topology == topologyJoin {
+		return b.seedJoinTable(ctx)
 	}
 	return nil
 }
@@ -284,6 +293,12 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 		// One input: no live records (dedup.go).
 		job.inputs, job.config = job.inputs[:1], b.dedupConfig
 	}
+	join := b.cfg.Topology == topologyJoin
+	if join {
+		// One input, as a table needs; a dead letter fails the judge.
+		job.inputs, job.config, job.dlq = job.inputs[:1], b.joinConfig, stem+"-dlq"
+		dedup = true // the same run otherwise (join.go)
+	}
 	b.groups = append(b.groups, stem)
 	if job.warmup != "" {
 		b.groups = append(b.groups, stem+"-warmup")
@@ -369,6 +384,11 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 		}
 		if err := b.verify(ctx, &res, job); err != nil {
 			return res, fmt.Errorf("bench: %s: %w", name, err)
+		}
+		if join {
+			if err := b.checkJoin(ctx, &res, job); err != nil {
+				return res, fmt.Errorf("bench: %s: %w", name, err)
+			}
 		}
 	}
 	if !aggregate && !dedup {
@@ -522,7 +542,7 @@ func (b *bencher) params() Params {
 		Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(),
 		Broker: "embedded", RTT: c.RTT.String(), RTTMs: ms(c.RTT),
 		Modes: c.Modes, NoIdempotencyKey: c.NoIdempotencyKey,
-		Topology: c.Topology, KeyHeader: c.KeyHeader, Sizes: c.Sizes, Partitions: c.Partitions, Workers: c.Workers, Repeat: c.Repeat,
+		Topology: c.Topology, KeyHeader: c.KeyHeader, TableRows: c.joinTableRows(), Sizes: c.Sizes, Partitions: c.Partitions, Workers: c.Workers, Repeat: c.Repeat,
 		OverheadBudget: c.OverheadBudget, MaxCommitInterval: c.MaxCommitInterval.String(), LatencyRate: c.LatencyRate,
 		LatencyDurationNote: "max(" + DefaultLatencyDuration.String() + ", 3 commit intervals)",
 		Clock:               "every mode: the group's committed offsets on the backlog, read from the broker every " + clockPoll.String() + ", between 10% and 90% of the backlog",
