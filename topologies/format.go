@@ -326,7 +326,20 @@ func (w *formatted) Process(ctx context.Context, in *pipeline.Record, out pipeli
 			return err
 		}
 	}
-	if w.dec != nil && !in.Repartitioned {
+	if p, ok := w.dec.(payloader); ok && !in.Repartitioned {
+		// json-schema: the record's own JSON, validated, not copied (the
+		// record's value is not written to while the topology may alias it).
+		js, err := p.Payload(ctx, in.Value)
+		if err != nil {
+			return deadLetterBad(err)
+		}
+		if w.obj != nil {
+			w.obj.pre = nil
+		}
+		orig := in.Value
+		in.Value = js
+		defer func() { in.Value = orig }()
+	} else if w.dec != nil && !in.Repartitioned {
 		// What the topology emits may alias the JSON until the
 		// transaction's records are produced, so it gets a new buffer each
 		// time, unless every output is encoded into a buffer of its own
@@ -364,6 +377,12 @@ func (w *formatted) Process(ctx context.Context, in *pipeline.Record, out pipeli
 		return deadLetterBad(w.em.err)
 	}
 	return nil
+}
+
+// payloader is a Decoder whose records carry their JSON as it is
+// (json-schema's): Payload returns it, validated, as a slice of the record.
+type payloader interface {
+	Payload(ctx context.Context, b []byte) ([]byte, error)
 }
 
 func deadLetterBad(err error) error {
