@@ -35,6 +35,7 @@ import (
 type JSONSchemaDef struct {
 	text string
 	s    *jsonschema.Schema
+	fast *fastPlan // nil: the validator judges every document
 }
 
 // CompileJSONSchema compiles a JSON Schema's text; loc names it in errors.
@@ -58,7 +59,7 @@ func CompileJSONSchema(loc, text string) (*JSONSchemaDef, error) {
 	if err != nil {
 		return nil, oneLine(err)
 	}
-	return &JSONSchemaDef{text: text, s: s}, nil
+	return &JSONSchemaDef{text: text, s: s, fast: newFastPlan(s)}, nil
 }
 
 // validate parses the JSON document js and checks it against s; the error
@@ -67,6 +68,9 @@ func (s *JSONSchemaDef) validate(p *fastjson.Parser, js []byte) error {
 	v, err := p.ParseBytes(js)
 	if err != nil {
 		return fmt.Errorf("not JSON: %v", err)
+	}
+	if s.fast != nil && s.fast.valid(v) {
+		return nil
 	}
 	if err := s.s.Validate(value(v)); err != nil {
 		return firstError(err)
