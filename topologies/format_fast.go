@@ -23,7 +23,8 @@ type avroETL struct {
 	topics map[string]string
 	rec    wireformat.Record
 	plans  map[uint32]*avroPlan
-	vals   []any // the computed fields' values, in evaluation order
+	vals   []any  // the computed fields' values, in evaluation order
+	buf    []byte // where an output is encoded before the slab copies it
 }
 
 // avroPlan is how the records of one schema id go through the etl.
@@ -90,11 +91,12 @@ func (a *avroETL) process(in *pipeline.Record, out pipeline.Emitter) (bool, erro
 	if err != nil {
 		return true, err
 	}
-	v, err := a.enc.AppendShaped(make([]byte, 0, len(in.Value)+16), a.topics[to], &a.rec, p.shape, a.vals)
+	v, err := a.enc.AppendShaped(a.buf[:0], a.topics[to], &a.rec, p.shape, a.vals)
 	if err != nil {
 		return true, deadLetterBad(err)
 	}
-	out.Emit(pipeline.Output{To: to, Key: key, Value: v, Headers: in.Headers, Timestamp: in.Timestamp})
+	a.buf = v
+	out.Emit(pipeline.Output{To: to, Key: key, Value: t.slab.clone(v), Headers: in.Headers, Timestamp: in.Timestamp})
 	return true, nil
 }
 
