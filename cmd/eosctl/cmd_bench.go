@@ -171,6 +171,17 @@ and e2e shows "-". Run --topology passthrough,dedup --modes eos for the
 ratio: the passthrough's backlog then carries the header too, so both
 drain records of the same shape.
 
+--topology etl (modes eos and eos-avro, both by default) runs the etl
+topology (map cents and size, drop pad) on the JSON backlog (eos) and on
+its Avro twin (eos-avro: the same orders in the Confluent wire format, the
+output written in Avro), interleaved, and reports eos-avro / eos and the
+CPU a record of each. The registry is --schema-registry (or
+EOSCTL_SCHEMA_REGISTRY); "fake" runs franz-go's in-process srfake (no JVM
+sharing the cores); unset, the bench starts Apicurio Registry from Maven
+Central (java and mvn needed). verify must find every key exactly once,
+in order, and every value, decoded by encoding/json or hamba/avro, must be
+its order's. One input, so no latency phase: e2e shows "-".
+
 Output: a progress bar on a terminal, a table at the end of the essential
 columns (--wide for every column: ratio spreads, txn/s, flush, overhead,
 e2e max), and on request
@@ -188,6 +199,8 @@ extension; repeatable).`,
   eosctl --brokers 127.0.0.1:9092 bench --modes baseline,eos,kstreams --sizes 100,1024 --intervals 100ms --records 1000000 --repeat 3 --latency-rate 2000
   # dedup holding 10,000,000 keys beside passthrough on the same machine:
   eosctl bench --topology passthrough,dedup --modes eos --sizes 100 --intervals 100ms --records 10000000 --repeat 3
+  # etl on Avro against etl on JSON, the same orders (a registry started for it, or --schema-registry URL or fake):
+  eosctl bench --topology etl --sizes 100 --intervals 100ms --records 1000000 --repeat 5
   # the aggregate (count/sum/min/max/avg per user per 5 s window), both outputs judged window by window:
   eosctl --brokers 127.0.0.1:9092 bench --topology aggregate --modes eos,kstreams --intervals 100ms --records 500000 --repeat 3
   # the same with and without eos's pre-aggregation: the design and the engine apart
@@ -259,6 +272,7 @@ extension; repeatable).`,
 				cfg.Records = 0 // sized per record size
 			}
 			cfg.RTT = rtt
+			cfg.SchemaRegistry = g.registry.URL
 			// The broker rules of every command: --brokers, else
 			// EOSCTL_BROKERS; the embedded broker only when neither names
 			// one.
@@ -392,7 +406,7 @@ extension; repeatable).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order in round 1 (rotated by one each round): baseline, bare, eos, eos-nopreagg (aggregate only), and on real brokers the JVM peers kstreams (Kafka Streams) and javaloop (a Java transactional loop), each with eos's client settings, or with their clients' defaults as kstreams-defaults and javaloop-defaults; eos alone by default for --topology aggregate")
+	f.StringVar(&modes, "modes", "baseline,bare,eos", "modes to run in every cell, in this order in round 1 (rotated by one each round): baseline, bare, eos, eos-nopreagg (aggregate only), eos-avro (etl only: on Avro), and on real brokers the JVM peers kstreams (Kafka Streams) and javaloop (a Java transactional loop), each with eos's client settings, or with their clients' defaults as kstreams-defaults and javaloop-defaults; eos alone by default for --topology aggregate and dedup, eos,eos-avro for etl")
 	f.StringVar(&threads, "threads", "", "parallelism of every copier, comma-separated to sweep (e.g. 1,2): GOMAXPROCS of the Go copiers, stream threads of Kafka Streams, loops of the Java loop, and -XX:ActiveProcessorCount of the JVMs (default: this process's GOMAXPROCS)")
 	f.Int64Var(&warmupRecords, "warmup-records", 0, "records each JVM peer drains in its own JVM before the measured backlog, so that its JIT is warm; 0: none (default 500,000, or 100,000 orders for --topology aggregate)")
 	f.StringVar(&cfg.JVMHeap, "jvm-heap", "", "each JVM peer's -Xmx (default "+bench.DefaultJVMHeap+")")
@@ -404,7 +418,7 @@ extension; repeatable).`,
 	f.Int32Var(&partitions, "partitions", 6, "partitions of the input and output topics")
 	f.IntVar(&workers, "workers", 1, "workers (copiers) per run, each its own process unless --in-process")
 	f.IntVar(&repeat, "repeat", 3, "rounds; each runs every cell in every mode, one after the other")
-	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run: passthrough (judged as a copy), aggregate (judged window by window), dedup, join (the etl topology joining every record with its row of a seeded table, judged record by record), or several, comma-separated: run in turn, each with its own table and files (FILE-TOPOLOGY.EXT)")
+	f.StringVar(&cfg.Topology, "topology", "passthrough", "topology to run: passthrough (judged as a copy), aggregate (judged window by window), dedup, join (the etl topology joining every record with its row of a seeded table, judged record by record), etl (eos on JSON against eos-avro on Avro), or several, comma-separated: run in turn, each with its own table and files (FILE-TOPOLOGY.EXT)")
 	f.Int64Var(&cfg.TableRows, "table-rows", bench.DefaultTableRows, "rows of the table --topology join seeds and joins every record with (at least --records)")
 	f.DurationVar(&rtt, "rtt", time.Millisecond, "round-trip time the embedded broker injects per response (0: loopback)")
 	f.Var(percentFlag{v: &overheadBudget}, "eos-overhead-budget", "for auto intervals: the share of wall time commits may take, in percent (default 3%)")

@@ -99,11 +99,11 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		// bench.Config judges these; the flags are named all the same.
 		{[]string{"bench", "--intervals", "10ms,soon"}, `--intervals: interval "soon" is not a duration: want one such as 100ms, or auto`},
 		{[]string{"bench", "--sizes", "0"}, "--sizes: record size 0 must be between 1 and"},
-		{[]string{"bench", "--modes", "eos,fast"}, `--modes: mode "fast": want baseline, bare, eos, eos-nopreagg, kstreams, kstreams-defaults, javaloop or javaloop-defaults`},
+		{[]string{"bench", "--modes", "eos,fast"}, `--modes: mode "fast": want baseline, bare, eos, eos-nopreagg, eos-avro, kstreams, kstreams-defaults, javaloop or javaloop-defaults`},
 		// Kafka Streams runs against real brokers only, as a JVM child, on passthrough or aggregate.
 		{[]string{"bench", "--modes", "eos,kstreams"}, "--modes: the kstreams mode runs a JVM peer against real Apache Kafka: it needs brokers (--brokers or EOSCTL_BROKERS), not the embedded broker"},
 		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--in-process"}, "--modes: the kstreams mode runs a JVM child process; with --in-process"},
-		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--topology", "wordcount"}, "--topology: the bench runs the passthrough, aggregate and dedup topologies and the etl join (join), whose output it can judge exactly once; wordcount's output has no judge here"},
+		{[]string{"--brokers", "127.0.0.1:1", "bench", "--modes", "eos,kstreams", "--topology", "wordcount"}, "--topology: the bench runs the passthrough, aggregate, dedup and etl topologies and the etl join (join), whose output it can judge exactly once; wordcount's output has no judge here"},
 		// The aggregate runs in eos and kstreams, on its own input.
 		{[]string{"bench", "--topology", "aggregate", "--modes", "baseline,eos"}, "--modes: the aggregate topology runs in the eos and kstreams modes only; the baseline mode is a stateless copy loop"},
 		{[]string{"bench", "--topology", "aggregate", "--modes", "eos", "--sizes", "100"}, "--sizes: the aggregate topology's input is aggcheck.Input's JSON orders"},

@@ -112,7 +112,7 @@ func TestAggregateBadConfigurationsNameTheirField(t *testing.T) {
 		"eos-nopreagg passthrough": {func(c *Config) { c.Topology, c.Modes = "passthrough", []Mode{ModeEOS, ModeEOSNoPreagg} }, "bench.Config.Modes", "eos-nopreagg mode turns off the aggregate topology's pre-aggregation; passthrough has none"},
 		"kstreams wordcount": {func(c *Config) {
 			c.Topology, c.Modes, c.Brokers = "wordcount", []Mode{ModeEOS, ModeKStreams}, []string{"k:9092"}
-		}, "bench.Config.Topology", "passthrough, aggregate and dedup topologies"},
+		}, "bench.Config.Topology", "passthrough, aggregate, dedup and etl topologies"},
 	} {
 		cfg := aggregateConfig()
 		c.mod(&cfg)

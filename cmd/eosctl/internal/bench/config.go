@@ -106,21 +106,23 @@ const (
 )
 
 // isEOS reports whether m runs the eos worker (eosctl run).
-func (m Mode) isEOS() bool { return m == ModeEOS || m == ModeEOSNoPreagg }
+func (m Mode) isEOS() bool { return m == ModeEOS || m == ModeEOSNoPreagg || m == ModeEOSAvro }
 
 // RunsOn reports whether the mode can run topology: the copy loops
 // (baseline, bare, the Java loops) keep no state and run passthrough only,
 // eos-nopreagg exists for the aggregate alone, eos and Kafka Streams run
-// both, and dedup runs in eos alone. Config.Validate refuses a mode that does not; a command running
+// both, dedup runs in eos alone, and etl in eos and eos-avro. Config.Validate refuses a mode that does not; a command running
 // several topologies keeps for each the modes that do.
 func (m Mode) RunsOn(topology string) bool {
 	switch topology {
 	case topologyAggregate:
 		return m.isEOS() || m.kstreams()
 	case "passthrough":
-		return m != ModeEOSNoPreagg
+		return m != ModeEOSNoPreagg && m != ModeEOSAvro
 	case topologyDedup, topologyJoin:
 		return m == ModeEOS
+	case topologyETL:
+		return m == ModeEOS || m == ModeEOSAvro
 	}
 	return false
 }
@@ -130,7 +132,7 @@ func (m Mode) RunsOn(topology string) bool {
 var AllModes = []Mode{ModeBaseline, ModeBare, ModeEOS}
 
 // knownModes are every mode, in the order a cell runs them by default.
-var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeEOSNoPreagg, ModeKStreams, ModeKStreamsDefaults, ModeJavaLoop, ModeJavaLoopDefaults}
+var knownModes = []Mode{ModeBaseline, ModeBare, ModeEOS, ModeEOSNoPreagg, ModeEOSAvro, ModeKStreams, ModeKStreamsDefaults, ModeJavaLoop, ModeJavaLoopDefaults}
 
 // ParseModes parses a comma-separated list such as "baseline,bare,eos" or
 // "baseline,eos,kstreams".
@@ -139,7 +141,7 @@ func ParseModes(s string) ([]Mode, error) {
 	return parseList(s, "bench.Config.Modes", "modes", func(f string, out []Mode) (Mode, error) {
 		m := Mode(f)
 		if !slices.Contains(knownModes, m) {
-			return "", fmt.Errorf("mode %q: want baseline, bare, eos, eos-nopreagg, kstreams, kstreams-defaults, javaloop or javaloop-defaults", f)
+			return "", fmt.Errorf("mode %q: want baseline, bare, eos, eos-nopreagg, eos-avro, kstreams, kstreams-defaults, javaloop or javaloop-defaults", f)
 		}
 		if slices.Contains(out, m) {
 			return "", fmt.Errorf("mode %q is listed twice", f)
@@ -261,9 +263,10 @@ type Config struct {
 	// Repeat is the number of rounds; default 3.
 	Repeat int
 	// Topology is passthrough (the default; every run judged as a copy),
-	// aggregate (judged by aggcheck.Judge) or dedup (eos mode only, over
-	// distinct keys, judged as a copy: see dedup.go); the other built-in
-	// topologies have no judge here.
+	// aggregate (judged by aggcheck.Judge), dedup (eos mode only, over
+	// distinct keys, judged as a copy: see dedup.go) or etl (modes eos, on
+	// JSON, and eos-avro, on Avro, judged as a copy and field by field:
+	// see etl.go); wordcount has no judge here.
 	// The aggregate topology runs under aggcheck.Config on
 	// aggcheck.Input and is judged by aggcheck.Judge; see
 	// the package documentation.
@@ -278,6 +281,10 @@ type Config struct {
 	// TableRows is the join topology's table size (join.go); default
 	// DefaultTableRows. Only --topology join uses it.
 	TableRows int64
+	// SchemaRegistry is the registry of the eos-avro mode: its URL
+	// (Confluent-compatible API), "fake" for an in-process srfake, or
+	// empty to start Apicurio (internal/schemaregistry); see etl.go.
+	SchemaRegistry string
 
 	// Brokers of a real cluster; empty starts an embedded one. With real
 	// brokers the benchmark creates uniquely named topics and groups and
@@ -419,10 +426,13 @@ func (c *Config) validate() error {
 			// eos runs another topology.
 			c.Modes = []Mode{ModeEOS}
 		}
+		if c.Topology == topologyETL {
+			c.Modes = []Mode{ModeEOS, ModeEOSAvro}
+		}
 	}
 	for i, m := range c.Modes {
 		if !slices.Contains(knownModes, m) || slices.Contains(c.Modes[:i], m) {
-			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, eos-nopreagg, kstreams, kstreams-defaults, javaloop, javaloop-defaults at most once", c.Modes)
+			return eos.BadConfig("bench.Config.Modes", "modes %v: each of baseline, bare, eos, eos-nopreagg, eos-avro, kstreams, kstreams-defaults, javaloop, javaloop-defaults at most once", c.Modes)
 		}
 	}
 	def := func(v *int, d int) {
@@ -502,12 +512,12 @@ func (c *Config) validate() error {
 	if _, err := topologies.Lookup(workerTopology(c.Topology)); err != nil {
 		return eos.BadConfig("bench.Config.Topology", "%w", err)
 	}
-	if c.Topology != "passthrough" && c.Topology != topologyAggregate && c.Topology != topologyDedup && c.Topology != topologyJoin {
+	if c.Topology != "passthrough" && c.Topology != topologyAggregate && c.Topology != topologyDedup && c.Topology != topologyJoin && c.Topology != topologyETL {
 		// Every run is judged before its figures count: a copy (and a
 		// dedup of distinct keys) by verify.Run, an aggregate by
 		// aggcheck.Judge. etl and wordcount output is neither, so a run
 		// could not be told from a broken one.
-		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough, aggregate and dedup topologies and the etl join (join), whose output it can judge exactly once; %s's output has no judge here", c.Topology)
+		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough, aggregate, dedup and etl topologies and the etl join (join), whose output it can judge exactly once; %s's output has no judge here", c.Topology)
 	}
 	if err := c.validateJoin(); err != nil {
 		return err
@@ -527,6 +537,16 @@ func (c *Config) validate() error {
 				return eos.BadConfig("bench.Config.Modes", "the dedup topology runs in the eos mode only (no copy loop keeps state, and there is no Kafka Streams peer for it): drop %s from the modes", m)
 			}
 		}
+	}
+	if c.Topology == topologyETL {
+		for _, m := range c.Modes {
+			if !m.RunsOn(topologyETL) {
+				return eos.BadConfig("bench.Config.Modes", "the etl topology runs in the eos (JSON) and eos-avro (Avro) modes only: drop %s from the modes", m)
+			}
+		}
+	}
+	if slices.Contains(c.Modes, ModeEOSAvro) && c.Topology != topologyETL {
+		return eos.BadConfig("bench.Config.Modes", "the eos-avro mode runs the etl topology on Avro; drop it from the modes of %s", c.Topology)
 	}
 	if c.Topology == topologyAggregate {
 		if c.Records > aggcheck.MaxRecords {

@@ -34,6 +34,7 @@ type copyJob struct {
 	settings pipeline.ClientSettings
 	config   string // the topology's configuration file, if it takes one
 	dlq      string // the dead-letter topic, for the aggregate topology
+	registry string // the Schema Registry's URL, for eos-avro
 }
 
 // copiers are the running copiers of one run, as goroutines or as child
@@ -78,7 +79,7 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 	ctx, cancel := context.WithCancel(ctx)
 	f := &inProcess{cancel: cancel, cpu0: supervise.SelfCPU()}
 	for i := range job.workers {
-		t, err := topo.New(topologies.Options{Config: job.config})
+		t, err := topo.New(topologies.Options{Config: job.config, Output: job.output, SchemaRegistry: topologies.SchemaRegistry{URL: job.registry}})
 		if err != nil {
 			cancel()
 			return nil, err
@@ -93,7 +94,7 @@ func startInProcess(ctx context.Context, cfg *Config, brokers []string, job copy
 			bc := BareConfig{Group: job.app, Inputs: job.inputs, Output: job.output, CommitInterval: job.interval.Fixed,
 				ClientOpts: opts, Logger: cfg.Logger, OnEvent: onEvent}
 			run = func(ctx context.Context) error { return RunBare(ctx, bc) }
-		case ModeEOS, ModeEOSNoPreagg:
+		case ModeEOS, ModeEOSNoPreagg, ModeEOSAvro:
 			w, err := pipeline.New(pipeline.Config{
 				App: job.app, Instance: strconv.Itoa(i), Inputs: job.inputs, Output: job.output,
 				Topology: workerTopology(cfg.Topology), DLQ: job.dlq,
@@ -208,6 +209,9 @@ func (f *children) start(ctx context.Context, pc supervise.Config, onEvent func(
 // process's environment.
 func copierEnv(cfg *Config, job copyJob) []string {
 	env := slices.Clone(cfg.ChildEnv)
+	if job.registry != "" {
+		env = append(env, "EOSCTL_SCHEMA_REGISTRY="+job.registry)
+	}
 	if job.threads > 0 {
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(job.threads))
 	}

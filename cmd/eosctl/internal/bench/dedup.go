@@ -49,7 +49,7 @@ func writeDedupConfig(dir string) (string, error) {
 // noLatencyPhase reports whether topology's runs have no latency phase
 // (aggregate.go and the above say why).
 func noLatencyPhase(topology string) bool {
-	return topology == topologyAggregate || topology == topologyDedup || topology == topologyJoin
+	return topology == topologyAggregate || topology == topologyDedup || topology == topologyJoin || topology == topologyETL
 }
 
 // keyHeader is the header the backlog's records carry their key in, if

@@ -75,11 +75,12 @@ func tableColumns(p Params, wide bool) []tableColumn {
 		{head: "vs base", shown: ran(ModeBaseline), cell: ratio(everyMode, ModeBaseline)},
 		{head: "vs bare", shown: ran(ModeBare), cell: ratio(func(m Mode) bool { return m == ModeEOS }, ModeBare)},
 		{head: "vs ks", shown: ran(ModeKStreams), cell: ratio(Mode.isEOS, ModeKStreams)},
+		{head: "vs json", shown: ran(ModeEOSAvro) && ran(ModeEOS), cell: ratio(func(m Mode) bool { return m == ModeEOSAvro }, ModeEOS)},
 		{head: "txn/s", wide: true, shown: true, cell: commits(func(st ModeFigures) string { return fmt.Sprintf("%.1f", st.TxnPerSec) })},
 		{head: "commit p50/p99", shown: true, cell: commits(func(st ModeFigures) string { return msPair(st.CommitP50Ms, st.CommitP99Ms) })},
 		{head: "flush p50", wide: true, shown: true, cell: commits(func(st ModeFigures) string { return fmtMs(st.FlushP50Ms) })},
 		{head: "overhead %", wide: true, shown: true, cell: commits(func(st ModeFigures) string { return fmt.Sprintf("%.1f", st.OverheadPct) })},
-		// The aggregate, dedup and join have no latency phase (see the
+		// The aggregate, dedup, join and etl have no latency phase (see the
 		// notes below the table): no e2e columns.
 		{head: "e2e p50/p99/p99.9", shown: !noE2E, cell: func(_ Cell, _ Mode, st ModeFigures) string {
 			return fmtMs(st.E2EP50Ms) + "/" + e2eQuantile(st.E2EP99Ms, st.E2ESamples, 0.99) + "/" + e2eQuantile(st.E2EP999Ms, st.E2ESamples, 0.999)
@@ -247,6 +248,9 @@ func writeNotes(w io.Writer, r *Report) {
 	}
 	if p.Topology == topologyDedup {
 		fmt.Fprintf(w, "dedup: %s, every record a distinct key (held to the end), judged by verify (every key exactly once, in order); no e2e latency: a worker with state reads one input, so there is no live input\n", strings.TrimSpace(strings.ReplaceAll(dedupConfig, "\n", "; ")))
+	}
+	if p.Topology == topologyETL {
+		writeETLNotes(w, r)
 	}
 	for _, c := range r.Cells {
 		if vs := c.Ratio(ModeEOS, ModeEOSNoPreagg).Median; vs > 0 {

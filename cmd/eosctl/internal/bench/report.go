@@ -62,15 +62,19 @@ type Params struct {
 	JVMHeap       string `json:"jvm_heap,omitempty"`
 	KStreamsStore string `json:"kstreams_store,omitempty"`
 
-	Topology   string   `json:"topology"`
-	KeyHeader  string   `json:"key_header,omitempty"` // every backlog record's key, in this header too
-	TableRows  int64    `json:"table_rows,omitempty"` // the join's table (--topology join)
-	Intervals  []string `json:"intervals"`
-	Sizes      []int    `json:"sizes"`
-	Records    []int64  `json:"records"` // per size, in the order of sizes
-	Partitions int32    `json:"partitions"`
-	Workers    int      `json:"workers"`
-	Repeat     int      `json:"repeat"`
+	Topology string `json:"topology"`
+	// ETLConfigs are the etl topology's configurations by mode, and
+	// SchemaRegistry the registry eos-avro ran against (etl.go).
+	ETLConfigs     map[Mode]string `json:"etl_configs,omitempty"`
+	SchemaRegistry string          `json:"schema_registry,omitempty"`
+	KeyHeader      string          `json:"key_header,omitempty"` // every backlog record's key, in this header too
+	TableRows      int64           `json:"table_rows,omitempty"` // the join's table (--topology join)
+	Intervals      []string        `json:"intervals"`
+	Sizes          []int           `json:"sizes"`
+	Records        []int64         `json:"records"` // per size, in the order of sizes
+	Partitions     int32           `json:"partitions"`
+	Workers        int             `json:"workers"`
+	Repeat         int             `json:"repeat"`
 
 	OverheadBudget      float64 `json:"overhead_budget"`
 	MaxCommitInterval   string  `json:"max_commit_interval"`
@@ -282,7 +286,7 @@ func cell(interval string, size int, records int64, runs []RunResult) Cell {
 			c.Rounds = f.Runs
 		}
 	}
-	pairs := [][2]Mode{{ModeBare, ModeBaseline}, {ModeEOSNoPreagg, ModeKStreams}}
+	pairs := [][2]Mode{{ModeBare, ModeBaseline}, {ModeEOSNoPreagg, ModeKStreams}, {ModeEOSAvro, ModeEOS}}
 	for _, m := range knownModes {
 		if m != ModeEOS {
 			pairs = append(pairs, [2]Mode{ModeEOS, m})

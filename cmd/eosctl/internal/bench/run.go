@@ -33,7 +33,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	b := &bencher{cfg: &cfg, started: time.Now()}
-	if cfg.Topology == topologyAggregate || cfg.Topology == topologyDedup || cfg.Topology == topologyJoin {
+	if cfg.Topology == topologyAggregate || cfg.Topology == topologyDedup || cfg.Topology == topologyJoin || cfg.Topology == topologyETL {
 		// The eos workers read the topology's configuration from a file,
 		// as `eosctl run aggregate --config` does.
 		dir, err := os.MkdirTemp("", "eosbench-")
@@ -46,6 +46,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		case topologyJoin: // written with the table
 		case topologyDedup:
 			b.dedupConfig, err = writeDedupConfig(dir)
+		case topologyETL:
+			b.etlJSON, b.etlAvro, err = writeETLConfigs(dir)
 		default:
 			b.aggConfig, b.aggConfigNoPreagg, err = writeAggregateConfig(dir)
 		}
@@ -70,6 +72,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer b.close()
+	if slices.Contains(cfg.Modes, ModeEOSAvro) {
+		if err := b.startRegistry(ctx); err != nil {
+			return nil, err
+		}
+		if b.stopRegistry != nil {
+			defer b.stopRegistry()
+		}
+	}
 	if err := b.produceInputs(ctx); err != nil {
 		return nil, err
 	}
@@ -113,6 +123,14 @@ type bencher struct {
 	dir, joinConfig string
 	aggInput        *aggcheck.Input
 	aggMeanBytes    float64
+
+	// The etl topology's configurations, the Avro twins of the backlogs
+	// (size -> topic) and the Schema Registry: see etl.go.
+	etlJSON, etlAvro string
+	avroInputs       map[int]string
+	registry         string
+	registryKind     string
+	stopRegistry     func()
 }
 
 func (b *bencher) connect(ctx context.Context) error {
@@ -192,6 +210,16 @@ func (b *bencher) produceInputs(ctx context.Context) error {
 			return fmt.Errorf("bench: producing the %d-byte input: %w", size, err)
 		}
 		b.inputs[size] = topic
+		if b.registry != "" {
+			twin, err := b.produceAvroTwin(ctx, size, progress)
+			if err != nil {
+				return err
+			}
+			if b.avroInputs == nil {
+				b.avroInputs = map[int]string{}
+			}
+			b.avroInputs[size] = twin
+		}
 	}
 	if b.cfg.Topology == topologyJoin {
 		return b.seedJoinTable(ctx)
@@ -299,12 +327,21 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 		job.inputs, job.config, job.dlq = job.inputs[:1], b.joinConfig, stem+"-dlq"
 		dedup = true // the same run otherwise (join.go)
 	}
+	etl := b.cfg.Topology == topologyETL
+	if etl {
+		// One input, JSON or its Avro twin: no live records (etl.go).
+		job.inputs, job.config = job.inputs[:1], b.etlJSON
+		if mode == ModeEOSAvro {
+			job.inputs[0], job.config, job.registry = b.avroInputs[size], b.etlAvro, b.registry
+		}
+		job.dlq = stem + "-dlq" // none expected: every order decodes and fits
+	}
 	b.groups = append(b.groups, stem)
 	if job.warmup != "" {
 		b.groups = append(b.groups, stem+"-warmup")
 	}
 	created := append(slices.Clone(job.inputs[1:]), job.output)
-	if aggregate {
+	if job.dlq != "" {
 		created = append(created, job.dlq)
 	}
 	for _, t := range created {
@@ -312,7 +349,7 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 			return res, err
 		}
 	}
-	if aggregate || dedup {
+	if aggregate || dedup || etl {
 		// The copiers' internal topics too (repartition, changelogs).
 		defer b.deleteRunTopics(ctx, stem)
 	} else if job.warmup != "" {
@@ -391,7 +428,7 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 			}
 		}
 	}
-	if !aggregate && !dedup {
+	if !noLatencyPhase(b.cfg.Topology) {
 		dur := b.cfg.latencyDuration(cellIv)
 		probe := &latencyProbe{opts: b.opts, mode: mode, input: job.inputs[1], output: job.output, size: size,
 			rate: b.cfg.LatencyRate, duration: dur, firstSeq: res.Records}
@@ -462,6 +499,16 @@ func (b *bencher) verify(ctx context.Context, res *RunResult, job copyJob) error
 	}
 	res.Verified, res.Duplicates, res.Missing = rep.OK(), rep.Duplicates, rep.Missing
 	switch {
+	case rep.OK() && b.cfg.Topology == topologyETL:
+		bad, first, err := b.etlCheck(ctx, job.output, res.Mode == ModeEOSAvro)
+		if err != nil {
+			return fmt.Errorf("checking the etl output's values: %w", err)
+		}
+		if bad > 0 {
+			res.Verified = false
+			return fmt.Errorf("the %s output holds every key once, but %d values are not their order's: %s", res.Mode, bad, first)
+		}
+		return nil
 	case rep.OK():
 		return nil
 	case res.Mode == ModeBaseline && rep.Missing == 0 && rep.Unexpected == 0 && rep.OrderViolations == 0:
@@ -576,6 +623,10 @@ func (b *bencher) params() Params {
 		p.RSSScope = "the largest copier process's peak RSS since exec (VmHWM from /proc/<pid>/status, read before it is stopped)"
 	}
 	p.Threads, p.ClientSettings = c.Threads, b.clientSettings()
+	if c.Topology == topologyETL {
+		p.ETLConfigs = map[Mode]string{ModeEOS: etlJSONConfig, ModeEOSAvro: etlAvroConfig}
+		p.SchemaRegistry = b.registryKind
+	}
 	if slices.ContainsFunc(c.Modes, Mode.jvm) {
 		p.JVMHeap, p.KStreamsStore = c.JVMHeap, c.KStreamsStore
 		p.Copiers += "; the JVM modes as one JVM per worker (java -Xmx" + c.JVMHeap + " -XX:ActiveProcessorCount=THREADS, Kafka Streams with THREADS stream threads, the Java loop with THREADS loops); the Go copiers with GOMAXPROCS=THREADS"
