@@ -183,7 +183,7 @@ func runAggregate(t *testing.T, e *tenv, app string, evs []event, parts int32, k
 	cfg := writeConfig(t, app+".yaml", fmt.Sprintf(aggConfig, size, advance, grace, emit, repartition)+strings.Join(extra, ""))
 	var tr pipeline.Transform
 	var err error
-	if e.avro != nil {
+	if e.wire != nil {
 		tr, err = topologyFor("aggregate").New(Options{Config: cfg, SchemaRegistry: e.registry})
 	} else {
 		tr, err = NewAggregate(cfg)
@@ -198,8 +198,8 @@ func runAggregate(t *testing.T, e *tenv, app string, evs []event, parts int32, k
 			k = ev.group
 		}
 		rs[i] = &kgo.Record{Key: []byte(k), Value: ev.value()}
-		if e.avro != nil && ev.bad == "" {
-			rs[i].Value = e.avro.encode(t, map[string]any{"user": ev.group, "ts": ev.ts, "amount": int64(ev.amount)})
+		if e.wire != nil && ev.bad == "" {
+			rs[i].Value = e.wire.encode(t, map[string]any{"user": ev.group, "ts": ev.ts, "amount": int64(ev.amount)})
 		}
 	}
 	var topics []string
@@ -229,7 +229,7 @@ func checkAggregate(t *testing.T, e *tenv, app string, evs []event, rs []*kgo.Re
 		switch ev.bad {
 		case "":
 		default:
-			if e.avro != nil { // JSON is not the wire format
+			if e.wire != nil { // JSON is not the wire format
 				wantDL[at(rs[i])] = "wire-format"
 				continue
 			}

@@ -343,7 +343,7 @@ func TestAggregateOnAvroMatchesReference(t *testing.T) {
 	e := newTEnv(t)
 	app := "avro-agg-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	w := registerAvro(t, cl, wireformat.Subject(app+"-in"), "testdata/avro/event.avsc")
-	e.avro, e.registry = &w, reg
+	e.wire, e.registry = w, reg
 	evs := genEvents(6_000, 10, 5)
 	rs, wk := runAggregate(t, e, app, evs, 1, false, "1s", "1s", "500ms", "final", true, "format: {input: avro}\n")
 	checkAggregate(t, e, app, evs, rs, oneStream(len(evs)), 1000, 1000, 500)

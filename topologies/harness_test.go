@@ -30,10 +30,11 @@ type tenv struct {
 	opts          []kgo.Opt
 	cl            *kgo.Client
 	ctx           context.Context
-	// avro, if set, makes runAggregate write its events in Avro with this
-	// writer (poison pills as they are, which is not the wire format) and
-	// run the aggregate with format input: avro against registry.
-	avro     *avroWriter
+	// wire, if set, makes runAggregate write its events in a wire format
+	// with this writer (Avro or JSON Schema; poison pills as they are,
+	// which is not the wire format) and run the aggregate with its format
+	// key against registry.
+	wire     wireWriter
 	registry SchemaRegistry
 }
 
@@ -222,4 +223,9 @@ func (e *tenv) produceTransactions(topic string, parts int32, rs []*kgo.Record, 
 func aborting(e *tenv, f float64) func(*pipeline.Config) {
 	e.abortFraction = f
 	return nil
+}
+
+// wireWriter encodes a record's fields in the Confluent wire format.
+type wireWriter interface {
+	encode(t *testing.T, v map[string]any) []byte
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/eosctl/eos"
 	"github.com/hamba/avro/v2"
@@ -151,31 +149,25 @@ func Subject(topic string) string { return topic + "-value" }
 // schema is an eos.ErrConfig naming the subject and the field.
 func (e *AvroEncoder) Register(ctx context.Context, cl *sr.Client, topic string) error {
 	subject := Subject(topic)
-	latest, err := cl.SchemaByVersion(ctx, subject, -1)
-	var re *sr.ResponseError
-	switch {
-	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
-	case err != nil:
-		return unreachable("subject %s: %v", subject, err)
-	default:
+	latest, found, err := latestSchema(ctx, cl, subject)
+	if err != nil {
+		return err
+	}
+	if found {
 		if old, perr := avro.Parse(latest.Schema.Schema); perr == nil {
 			if why := incompatible(e.schema, old); why != "" {
 				return eos.BadConfig("output_schema", "not compatible with subject %s (version %d): %s", subject, latest.Version, why)
 			}
 		}
-		res, err := cl.CheckCompatibility(sr.WithParams(ctx, sr.Verbose), subject, -1, sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro})
-		if err == nil && !res.Is {
-			return eos.BadConfig("output_schema", "the registry finds it not compatible with subject %s (version %d): %v", subject, latest.Version, res.Messages)
+		if why := registryIncompatible(ctx, cl, subject, sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro}); why != "" {
+			return eos.BadConfig("output_schema", "the registry finds it not compatible with subject %s (version %d): %s", subject, latest.Version, why)
 		}
 	}
-	ss, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro})
+	id, err := createSchema(ctx, cl, subject, sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro})
 	if err != nil {
-		if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
-			return eos.BadConfig("output_schema", "the registry refuses it under subject %s: %v", subject, err)
-		}
-		return unreachable("registering under %s: %v", subject, err)
+		return err
 	}
-	e.ids[topic] = uint32(ss.ID)
+	e.ids[topic] = id
 	return nil
 }
 

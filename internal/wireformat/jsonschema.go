@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -233,33 +232,20 @@ func NewJSONEncoder(s *JSONSchemaDef) *JSONEncoder {
 func (e *JSONEncoder) Register(ctx context.Context, cl *sr.Client, topic string) error {
 	subject := Subject(topic)
 	s := sr.Schema{Schema: e.schema.text, Type: sr.TypeJSON}
-	latest, err := cl.SchemaByVersion(ctx, subject, -1)
-	var re *sr.ResponseError
-	switch {
-	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
-	case err != nil:
-		return unreachable("subject %s: %v", subject, err)
-	default:
-		// Apicurio answers with "reason", Confluent with "messages".
-		var res struct {
-			Is       bool     `json:"is_compatible"`
-			Messages []string `json:"messages"`
-			Reason   string   `json:"reason"`
-		}
-		path := "/compatibility/subjects/" + url.PathEscape(subject) + "/versions/latest"
-		if err := cl.Do(sr.WithParams(ctx, sr.Verbose), http.MethodPost, path, s, &res); err == nil && !res.Is {
-			why := strings.Join(append(res.Messages, res.Reason), "; ")
-			return eos.BadConfig("output_schema", "not compatible with subject %s (version %d)%s: %s", subject, latest.Version, fieldOf(why), strings.TrimSpace(strings.Trim(why, "; ")))
-		}
-	}
-	ss, err := cl.CreateSchema(ctx, subject, s)
+	latest, found, err := latestSchema(ctx, cl, subject)
 	if err != nil {
-		if errors.As(err, &re) && (re.StatusCode == http.StatusConflict || re.StatusCode == http.StatusUnprocessableEntity) {
-			return eos.BadConfig("output_schema", "the registry refuses it under subject %s%s: %s", subject, fieldOf(err.Error()), oneLine(err))
-		}
-		return unreachable("registering under %s: %v", subject, err)
+		return err
 	}
-	e.ids[topic] = uint32(ss.ID)
+	if found {
+		if why := registryIncompatible(ctx, cl, subject, s); why != "" {
+			return eos.BadConfig("output_schema", "not compatible with subject %s (version %d)%s: %s", subject, latest.Version, fieldOf(why), why)
+		}
+	}
+	id, err := createSchema(ctx, cl, subject, s)
+	if err != nil {
+		return err
+	}
+	e.ids[topic] = id
 	return nil
 }
 

@@ -25,7 +25,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/eosctl/eos"
@@ -137,4 +139,52 @@ func (e *unreachableError) Is(target error) bool { return target == eos.ErrUnrea
 
 func unreachable(format string, args ...any) error {
 	return &unreachableError{"schema registry unreachable: " + fmt.Sprintf(format, args...)}
+}
+
+// latestSchema returns the latest version under subject; found is false if
+// the subject has none. A registry that does not answer is unreachable.
+func latestSchema(ctx context.Context, cl *sr.Client, subject string) (latest sr.SubjectSchema, found bool, err error) {
+	latest, err = cl.SchemaByVersion(ctx, subject, -1)
+	var re *sr.ResponseError
+	switch {
+	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
+		return latest, false, nil
+	case err != nil:
+		return latest, false, unreachable("subject %s: %v", subject, err)
+	}
+	return latest, true, nil
+}
+
+// createSchema registers s under subject and returns its id. A schema the
+// registry refuses (409, 422: its compatibility rule, or the schema itself)
+// is an eos.ErrConfig naming the subject, and the field if the registry
+// names one.
+func createSchema(ctx context.Context, cl *sr.Client, subject string, s sr.Schema) (uint32, error) {
+	ss, err := cl.CreateSchema(ctx, subject, s)
+	var re *sr.ResponseError
+	switch {
+	case errors.As(err, &re) && (re.StatusCode == http.StatusConflict || re.StatusCode == http.StatusUnprocessableEntity):
+		return 0, eos.BadConfig("output_schema", "the registry refuses it under subject %s%s: %s", subject, fieldOf(err.Error()), oneLine(err))
+	case err != nil:
+		return 0, unreachable("registering under %s: %v", subject, err)
+	}
+	return uint32(ss.ID), nil
+}
+
+// registryIncompatible asks the registry whether s is compatible with the
+// latest version under subject, by the subject's compatibility level, and
+// returns why not, or "" (compatible, or no answer: registering asks
+// again). Apicurio answers with "reason", Confluent with "messages".
+func registryIncompatible(ctx context.Context, cl *sr.Client, subject string, s sr.Schema) string {
+	var res struct {
+		Is       bool     `json:"is_compatible"`
+		Messages []string `json:"messages"`
+		Reason   string   `json:"reason"`
+	}
+	path := "/compatibility/subjects/" + url.PathEscape(subject) + "/versions/latest"
+	if err := cl.Do(sr.WithParams(ctx, sr.Verbose), http.MethodPost, path, s, &res); err != nil || res.Is {
+		return ""
+	}
+	why := strings.Join(append(res.Messages, res.Reason), "; ")
+	return strings.TrimSpace(strings.Trim(why, "; "))
 }
