@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,4 +230,33 @@ func aborting(e *tenv, f float64) func(*pipeline.Config) {
 // wireWriter encodes a record's fields in the Confluent wire format.
 type wireWriter interface {
 	encode(t *testing.T, v map[string]any) []byte
+}
+
+// checkOutputs reads out and checks that each record there (named by the
+// source partition/offset in its idempotency key) is there once and keyed
+// by its user field, and that the values decode makes of them equal want
+// exactly; decode fails the test on a value it cannot read.
+func (e *tenv) checkOutputs(out string, want map[string]map[string]any, decode func(k string, r *kgo.Record) map[string]any) {
+	e.t.Helper()
+	got := map[string]map[string]any{}
+	for _, r := range e.read(out) {
+		src := strings.Split(headers(r)[pipeline.IdempotencyKeyHeader], "/")
+		k := src[1] + "/" + src[2]
+		if _, dup := got[k]; dup {
+			e.t.Fatalf("output of %s written twice", k)
+		}
+		v := decode(k, r)
+		if string(r.Key) != v["user"] {
+			e.t.Fatalf("output of %s has key %q, want its user %v", k, r.Key, v["user"])
+		}
+		got[k] = v
+	}
+	if len(got) != len(want) {
+		e.t.Fatalf("%d output records, the reference has %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if g := got[k]; !reflect.DeepEqual(g, w) {
+			e.t.Fatalf("output of %s:\n got  %v\n want %v", k, g, w)
+		}
+	}
 }
