@@ -90,6 +90,12 @@ func (c *copying) finishChecked(ctx context.Context, h *harness, res *Result, ap
 	if err := c.finish(ctx, h, res, app, in, out, partitions); err != nil {
 		return err
 	}
+	return checkRecords(ctx, h, res, out, note, failure, check)
+}
+
+// checkRecords reads out (read_committed) and checks every record with
+// check, as finishChecked says.
+func checkRecords(ctx context.Context, h *harness, res *Result, out, note, failure string, check func(*kgo.Record) string) error {
 	parts, err := committed.Read(ctx, h.Opts, out)
 	if err != nil {
 		return fmt.Errorf("reading the output to check its records: %w", err)
