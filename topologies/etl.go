@@ -55,6 +55,7 @@ type ETL struct {
 	slab      outputSlab
 	reference bool
 	done      []bool // reshape's, reused
+	names     quotedNames
 }
 
 type etlField struct {
@@ -280,8 +281,7 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 			b = append(b, ',')
 		}
 		n++
-		b = appendJSONString(b, name)
-		b = append(b, ':')
+		b = t.names.appendName(b, n-1, name)
 		start := len(b)
 		var err error
 		switch how {

@@ -153,12 +153,35 @@ func plainASCII(s []byte) bool {
 	return true
 }
 
+// quotedNames remembers the output's field names as reshape writes them
+// ("name":), by position: outputs nearly always have the same fields in
+// the same order, so each is quoted once rather than for every record.
+type quotedNames struct {
+	names  []string
+	quoted [][]byte
+}
+
+// appendName appends name, the n-th field of the output, quoted, and ':'.
+func (q *quotedNames) appendName(b []byte, n int, name string) []byte {
+	if n < len(q.names) && q.names[n] == name {
+		return append(b, q.quoted[n]...)
+	}
+	quoted := append(appendJSONString(nil, name), ':')
+	if n < len(q.names) {
+		q.names[n], q.quoted[n] = name, quoted
+	} else if n == len(q.names) && n < maxRememberedKeys {
+		q.names, q.quoted = append(q.names, name), append(q.quoted, quoted)
+	}
+	return append(b, quoted...)
+}
+
 // outputSlab hands out the etl topology's output values as pieces of
-// 64 KiB chunks rather than one allocation each: a piece is never
+// 32 KiB chunks (the largest the allocator serves from its size classes)
+// rather than one allocation each: a piece is never
 // written again, and a chunk is collected once no output refers to it.
 type outputSlab struct{ buf []byte }
 
-const outputSlabBytes = 64 << 10
+const outputSlabBytes = 32 << 10
 
 // clone returns a copy of b in the slab, whose capacity ends with it.
 func (s *outputSlab) clone(b []byte) []byte {

@@ -102,11 +102,11 @@ func (o *jsonObject) parse(b []byte) error {
 // if it is the same.
 func (o *jsonObject) name(n int, q []byte, esc bool) (string, error) {
 	key := q[1 : len(q)-1]
+	if !esc && n < len(o.prev) && o.prev[n] == string(key) { // compared without allocating
+		return o.prev[n], nil // valid UTF-8, as prev holds only such names
+	}
 	if esc || !utf8.Valid(key) {
 		return unquote(q)
-	}
-	if n < len(o.prev) && o.prev[n] == string(key) { // compared without allocating
-		return o.prev[n], nil
 	}
 	name := string(key)
 	if n < len(o.prev) {
