@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The etl topology's fast paths. Most map and project fields are a field
@@ -41,6 +43,15 @@ func (t *ETL) plan() {
 // the record has a row, for a row field) rather than evaluating it.
 func (t *ETL) copied(e *expression) bool {
 	return e.ident != "" || e.rowField != ""
+}
+
+// Prefetch implements pipeline.Prefetcher for a join by the record's own
+// key: it reads the table memory the lookups of records will touch, a
+// cache miss or two a record with a large table (table_index.go).
+func (t *ETL) Prefetch(records []*kgo.Record) {
+	if t.join != nil && t.join.byKey {
+		t.join.table.prefetch(records)
+	}
 }
 
 // decodes reports whether decodeJSON cannot fail on the validated raw

@@ -199,7 +199,8 @@ func BenchmarkJoinThroughput(b *testing.B) {
 // datagen record, without a broker: evaluate the key, find the row among
 // 1,000,000 held in memory (EOS_BENCH_TABLE_ROWS), check and read the two
 // of its fields the map names, and build the output. Records cycle
-// through the table's keys. It runs the etl twice, interleaved 4,096
+// through the table's keys, and are prefetched 128 at a time as the
+// worker does. It runs the etl twice, interleaved 4,096
 // records at a time: as it is (fast), and with its fast paths off
 // (machine: every field decoded for the expression machine and its result
 // encoded, as before etl_fast.go), and reports each one's CPU time a
@@ -229,11 +230,14 @@ func BenchmarkJoinProcess(b *testing.B) {
 		tb.owned[p] = &tablePart{}
 	}
 	recs := make([]pipeline.Record, rows)
+	krecs := make([]*kgo.Record, rows) // for Prefetch, as the worker gives them
 	for i := range rows {
 		k := strconv.FormatInt(i, 10)
 		v := datagen.Value(i, ts, 100)
-		tb.owned[int32(part.Partition(&kgo.Record{Key: []byte(k)}, 6))].rows.put([]byte(k), v)
-		recs[i] = pipeline.Record{Topic: "in", Offset: i, Key: []byte(k), Value: v}
+		p := int32(part.Partition(&kgo.Record{Key: []byte(k)}, 6))
+		tb.owned[p].rows.put([]byte(k), v)
+		recs[i] = pipeline.Record{Topic: "in", Partition: p, Offset: i, Key: []byte(k), Value: v}
+		krecs[i] = &kgo.Record{Topic: "in", Partition: p, Offset: i, Key: recs[i].Key, Value: v}
 	}
 	var out discard
 	ctx := context.Background()
@@ -249,6 +253,9 @@ func BenchmarkJoinProcess(b *testing.B) {
 		k := (i / 4096) % 2
 		c0, _ := threadCPU()
 		for j := 0; j < 4096 && i < b.N; j, i = j+1, i+1 {
+			if j%pipeline.PrefetchAhead == 0 && next+pipeline.PrefetchAhead <= int(rows) {
+				paths[k].Prefetch(krecs[next : next+pipeline.PrefetchAhead])
+			}
 			if err := paths[k].Process(ctx, &recs[next], &out); err != nil {
 				b.Fatal(err)
 			}

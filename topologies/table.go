@@ -85,6 +85,7 @@ type Table struct {
 	wstats *pipeline.Stats
 	hashed kgo.TopicPartitioner
 	rec    kgo.Record // Get's scratch record for the partitioner
+	ahead  rowsAhead  // prefetch's notes (table_index.go)
 
 	rows, restored, lookups, misses atomic.Int64
 	restoring                       atomic.Int64 // ns spent in restores

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // rowIndex maps keys to values, as a Table partition holds its rows,
@@ -213,4 +215,55 @@ func (x *rowIndex) compactIfWasteful() {
 			x.put(k, v)
 		}
 	}
+}
+
+// rowsAhead are the home slots of the keys of records about to be joined,
+// noted by Table.prefetch.
+type rowsAhead struct {
+	notes []rowNote
+	sink  uint64 // what the reads summed, so that they are not optimised away
+}
+
+type rowNote struct {
+	x *rowIndex
+	i int
+	h uint64
+}
+
+// prefetch reads the memory the lookups of records' keys will touch (see
+// pipeline.Prefetcher): each key's home slot, then the entry that slot
+// points to if its tag matches. Each is a loop of its own, so that the
+// misses of a whole run of records are in flight at once rather than two
+// a record, one after the other, in Process. The partition is the
+// record's: with a co-partitioned input that is its key's. It changes
+// nothing a lookup could observe.
+func (t *Table) prefetch(records []*kgo.Record) {
+	a := &t.ahead
+	var last *tablePart
+	lastP := int32(-1)
+	for _, r := range records {
+		if r.Key == nil {
+			continue
+		}
+		if r.Partition != lastP {
+			last, lastP = t.owned[r.Partition], r.Partition
+		}
+		if last == nil || len(last.rows.slots) == 0 {
+			continue
+		}
+		h := maphash.Bytes(rowIndexSeed, r.Key)
+		a.notes = append(a.notes, rowNote{&last.rows, int(h) & (len(last.rows.slots) - 1), h})
+	}
+	var s uint64
+	for _, n := range a.notes {
+		s += n.x.slots[n.i]
+	}
+	for _, n := range a.notes {
+		if v := n.x.slots[n.i]; v&rowSlotUsed != 0 && rowSameTag(v, n.h) {
+			s += uint64(n.x.chunks[(v>>22)&(1<<21-1)][v&(1<<22-1)])
+		}
+	}
+	a.sink += s
+	clear(a.notes) // no index kept alive by a note
+	a.notes = a.notes[:0]
 }

@@ -2,12 +2,8 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/eosctl/eos/internal/eosctltest"
 )
 
 // `eosctl bench --topology dedup` on the embedded broker, its worker a
@@ -26,23 +22,7 @@ func TestDedupBenchJudgesEveryKeyExactlyOnce(t *testing.T) {
 			t.Fatalf("%s with key header %q: got %v, want a refusal naming bench.Config.KeyHeader", c.Topology, c.KeyHeader, err)
 		}
 	}
-	bin, cleanup, err := eosctltest.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	cfg := Config{Modes: []Mode{ModeEOS}, Topology: topologyDedup, Intervals: []Interval{{Fixed: 100 * time.Millisecond}},
-		Sizes: []int{100}, Records: 20_000, Partitions: 3, Repeat: 1, RunTimeout: time.Minute, Bin: bin}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Cells) != 1 || len(rep.Cells[0].Runs) != 1 {
-		t.Fatalf("got %+v, want one cell with one eos run", rep.Cells)
-	}
-	r := rep.Cells[0].Runs[0]
+	rep, r := runOneEOSRun(t, Config{Topology: topologyDedup})
 	if !r.Verified || r.Duplicates != 0 || r.Missing != 0 || r.Records != 20_000 {
 		t.Fatalf("the dedup run was not judged exactly once: %+v", r)
 	}

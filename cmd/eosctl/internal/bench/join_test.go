@@ -37,6 +37,31 @@ func TestJoinJudgeFailsWrongJoins(t *testing.T) {
 	}
 }
 
+// runOneEOSRun runs cfg, a topology's settings, for one eos run of
+// 20,000 100-byte records over 3 partitions on the embedded broker, its
+// worker a child process as eosctl bench runs it, and returns the report
+// and the run.
+func runOneEOSRun(t *testing.T, cfg Config) (*Report, RunResult) {
+	t.Helper()
+	bin, cleanup, err := eosctltest.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	cfg.Modes, cfg.Intervals, cfg.Sizes = []Mode{ModeEOS}, []Interval{{Fixed: 100 * time.Millisecond}}, []int{100}
+	cfg.Records, cfg.Partitions, cfg.Repeat, cfg.RunTimeout, cfg.Bin = 20_000, 3, 1, time.Minute, bin
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Cells) != 1 || len(rep.Cells[0].Runs) != 1 {
+		t.Fatalf("got %+v, want one cell with one eos run", rep.Cells)
+	}
+	return rep, rep.Cells[0].Runs[0]
+}
+
 func jsonFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // `eosctl bench --topology join` on the embedded broker, its worker a
@@ -54,23 +79,7 @@ func TestJoinBenchJudgesEveryEventJoinedWithItsRow(t *testing.T) {
 			t.Fatalf("%+v: accepted", bad)
 		}
 	}
-	bin, cleanup, err := eosctltest.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	cfg := Config{Modes: []Mode{ModeEOS}, Topology: topologyJoin, Intervals: []Interval{{Fixed: 100 * time.Millisecond}},
-		Sizes: []int{100}, Records: 20_000, TableRows: 25_000, Partitions: 3, Repeat: 1, RunTimeout: time.Minute, Bin: bin}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Cells) != 1 || len(rep.Cells[0].Runs) != 1 {
-		t.Fatalf("got %+v, want one cell with one eos run", rep.Cells)
-	}
-	r := rep.Cells[0].Runs[0]
+	rep, r := runOneEOSRun(t, Config{Topology: topologyJoin, Records: 20_000, TableRows: 25_000})
 	if !r.Verified || r.Duplicates != 0 || r.Missing != 0 || r.JoinsChecked != 20_000 {
 		t.Fatalf("the join run was not judged: %+v", r)
 	}
