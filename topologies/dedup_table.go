@@ -217,7 +217,7 @@ func (t *keyTable) resize() {
 	for n < max(t.live, entries)*2+2 {
 		n *= 2
 	}
-	t.slots = nil // garbage now: the new table is built from the batches
+	old := t.slots // garbage once the new table is built from the batches
 	t.slots = make([]uint64, n)
 	t.live, t.used = 0, 0
 	regionBits := t.regionBits
@@ -228,7 +228,7 @@ func (t *keyTable) resize() {
 		t.each(func(b uint32, off int, h uint64) { t.insert(slotOf(fingerprint(h), b, off), h) })
 		return
 	}
-	t.fill(entries, regionBits)
+	t.fill(entries, regionBits, old)
 }
 
 // resizeRegionBits sizes the regions fill inserts into one at a time:
@@ -238,15 +238,19 @@ const resizeRegionBits = 14
 // fill inserts the entries of every batch in use into the empty table,
 // one region of 2^regionBits slots after the other: it sorts the entries
 // by the region of their home slot (a counting sort over the batches, in
-// order, hashing each key once) into a scratch of 20 bytes an entry, then
+// order, hashing each key once) into a scratch of 12 bytes an entry, then
 // inserts each region's entries, in batch order, while that region is in
 // cache. The order of insertion within a key's entries (all in one
 // region) is the batch order, as in a direct insertion, so the same entry
-// wins.
-func (t *keyTable) fill(entries int, regionBits uint) {
+// wins. The hashes, 8 bytes an entry, go into spare (the old table's
+// slots, read no more) when it has room.
+func (t *keyTable) fill(entries int, regionBits uint, spare []uint64) {
 	mask := uint64(len(t.slots) - 1)
 	start := make([]int, len(t.slots)>>regionBits+1)
-	hs := make([]uint64, 0, entries)
+	hs := spare[:0]
+	if cap(hs) < entries {
+		hs = make([]uint64, 0, entries)
+	}
 	t.each(func(_ uint32, _ int, h uint64) {
 		hs = append(hs, h)
 		start[(h&mask)>>regionBits+1]++
