@@ -170,6 +170,10 @@ func (d *doc) format(f field) (*format, error) {
 	}
 	if outputField != nil {
 		if fm.output, err = d.schema(*outputField, fm.out, message); err != nil {
+			var ce *ConfigError
+			if messageField != nil && errors.As(err, &ce) && strings.Contains(ce.Reason, "no message") {
+				return nil, d.errAt(messageField.value, messageField.key, "%s", ce.Reason) // at the message's line
+			}
 			return nil, err
 		}
 		if _, err := wireformat.Lookup(fm.out).NewEncoder(fm.output); err != nil {
@@ -290,7 +294,26 @@ func (fm *format) wrap(t pipeline.Transform, o Options) (pipeline.Transform, err
 	if _, ok := t.(pipeline.Flusher); ok {
 		return &formattedFlusher{w}, nil
 	}
+	if st, ok := t.(pipeline.Starter); ok && !etlWithoutJoin(t) {
+		return &formattedStarter{w, st}, nil
+	}
 	return w, nil
+}
+
+// etlWithoutJoin says whether t is an etl with nothing to start (every
+// etl is a pipeline.Starter, for its join).
+func etlWithoutJoin(t pipeline.Transform) bool {
+	e, ok := t.(*ETL)
+	return ok && e.join == nil
+}
+
+// formattedStarter is a formatted topology that follows the worker's
+// assignment (the etl's join, whose table the worker starts and syncs):
+// the worker drives the inner topology's Starter through it. The table's
+// own topic is read as JSON: the format is the input's and the output's.
+type formattedStarter struct {
+	*formatted
+	pipeline.Starter
 }
 
 // formatted reads its input from and writes its output to the wire format

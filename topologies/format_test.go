@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,13 +152,7 @@ func TestETLOnAvroWithSchemaEvolutionMatchesReference(t *testing.T) {
 		}
 		return v
 	})
-	wantDL := map[string]string{}
-	for i, reason := range bad {
-		wantDL[at(rs[i])] = reason
-	}
-	if dl := e.deadLetters("avro-etl-dlq", "etl", in); !reflect.DeepEqual(dl, wantDL) {
-		t.Fatalf("dead letters %v,\nwant %v", dl, wantDL)
-	}
+	wantDL := checkDeadLetters(t, e, "avro-etl-dlq", in, rs, bad)
 	t.Logf("%d records: %d kept, %d dead letters; %d commits, %d aborts", n, len(want), len(wantDL), w.Stats().Committed.Load(), w.Stats().Aborted.Load())
 }
 
@@ -201,7 +194,7 @@ func TestFormatConfigErrorsAtTheirLine(t *testing.T) {
 		{"topology: etl\nformat:\n  input: json-schema\n  reader_schema: bad.json\n", ":4: format.reader_schema: input: json-schema checks each record against the schema it was written with"},
 		{"topology: etl\nformat:\n  output: protobuf\n", ":2: format: output: protobuf needs output_schema: FILE.proto"},
 		{"topology: etl\nformat:\n  output: protobuf\n  output_schema: bad.proto\n", ":4: format.output_schema: " + dir + "/bad.proto: not a .proto file"},
-		{"topology: etl\nformat:\n  output: protobuf\n  output_schema: order.proto\n  output_message: Nope\n", `:4: format.output_schema: ` + dir + `/order.proto: no message "Nope"`},
+		{"topology: etl\nformat:\n  output: protobuf\n  output_schema: order.proto\n  output_message: Nope\n", `:5: format.output_message: ` + dir + `/order.proto: no message "Nope"`},
 		{"topology: etl\nformat:\n  output: avro\n  output_schema: x.avsc\n  output_message: Order\n", ":5: format.output_message: output_message names the message of output: protobuf"},
 		{"topology: etl\nformat:\n  output: avro\n", ":2: format: output: avro needs output_schema"},
 		{"topology: etl\nformat:\n  input: avro\n  reader_schema: nope.avsc\n", ":4: format.reader_schema: open"},

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -60,21 +62,18 @@ func (w protoWriter) encode(t *testing.T, v map[string]any) []byte {
 
 // decode reads a wire-format record of w's message with dynamicpb and
 // protojson (proto names, defaults shown, int64 as strings).
-func (w protoWriter) decode(t *testing.T, b []byte) map[string]any {
-	t.Helper()
+func (w protoWriter) decode(r *kgo.Record) (map[string]any, error) {
+	b := r.Value
 	if len(b) < 6 || b[0] != 0 || binary.BigEndian.Uint32(b[1:5]) != w.id || b[5] != 0 {
-		t.Fatalf("output %x is not in the wire format with schema id %d, index [0]", b, w.id)
+		return nil, fmt.Errorf("%x is not in the wire format with schema id %d, index [0]", b, w.id)
 	}
 	m := dynamicpb.NewMessage(w.msg)
 	if err := proto.Unmarshal(b[6:], m); err != nil {
-		t.Fatalf("output does not decode: %v", err)
+		return nil, fmt.Errorf("does not decode: %w", err)
 	}
-	js := must((protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}).Marshal(m))
 	var v map[string]any
-	if err := json.Unmarshal(js, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
+	err := json.Unmarshal(must((protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}).Marshal(m)), &v)
+	return v, err
 }
 
 // The etl topology on Protobuf topics, through aborted transactions and a
@@ -148,36 +147,84 @@ func TestETLOnProtobufWithSchemaEvolutionMatchesReference(t *testing.T) {
 		want[at(rs[i])] = map[string]any{"seq": strconv.FormatInt(v["seq"].(int64), 10), "ts": strconv.FormatInt(v["ts"].(int64), 10), "user": v["user"], "amount": amount,
 			"cents": strconv.FormatInt(int64(math.Round(amount*100)), 10), "size": size, "channel": v["channel"]}
 	}
-	got := map[string]map[string]any{}
-	for _, r := range e.read(out) {
-		src := strings.Split(headers(r)[pipeline.IdempotencyKeyHeader], "/")
-		k := src[1] + "/" + src[2]
-		if _, dup := got[k]; dup {
-			t.Fatalf("output of %s written twice", k)
+	e.checkOutputs(out, want, func(k string, r *kgo.Record) map[string]any {
+		v, err := outW.decode(r)
+		if err != nil {
+			t.Fatalf("output of %s: %v", k, err)
 		}
-		v := outW.decode(t, r.Value)
-		if string(r.Key) != v["user"] {
-			t.Fatalf("output of %s has key %q, want its user %v", k, r.Key, v["user"])
-		}
-		got[k] = v
-	}
-	if len(got) != len(want) {
-		t.Fatalf("%d output records, the reference has %d", len(got), len(want))
-	}
-	for k, w := range want {
-		if g := got[k]; !reflect.DeepEqual(g, w) {
-			t.Fatalf("output of %s:\n got  %v\n want %v", k, g, w)
-		}
-	}
-	wantDL := map[string]string{}
+		return v
+	})
 	for i, reason := range bad {
 		if reason == "protobuf-encode" && datagen.Amount(int64(i)) < 10 {
-			continue
+			delete(bad, i) // filtered out before it is encoded
 		}
-		wantDL[at(rs[i])] = reason
 	}
-	if dl := e.deadLetters("proto-etl-dlq", "etl", in); !reflect.DeepEqual(dl, wantDL) {
-		t.Fatalf("dead letters %v,\nwant %v", dl, wantDL)
-	}
+	wantDL := checkDeadLetters(t, e, "proto-etl-dlq", in, rs, bad)
 	t.Logf("%d records: %d kept, %d dead letters; %d commits, %d aborts", n, len(want), len(wantDL), w.Stats().Committed.Load(), w.Stats().Aborted.Load())
+}
+
+// The etl's join on a Protobuf input: the worker drives the table through
+// the format's wrapper (it follows the assignment), so every event whose
+// sku has a row is joined with it once, and only events without one are
+// dead-lettered (join-missing; a table the worker never started would
+// dead-letter every event join-key-partition). The table stays JSON.
+func TestJoinOnProtobufInputJoinsEveryEventWithItsRow(t *testing.T) {
+	cl, reg := registryClient(t)
+	e := newTEnv(t)
+	id := strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, table, out := "proto-join-in-"+id, "proto-join-cat-"+id, "proto-join-out-"+id
+	const skus, events = 50, 1000
+	var rows []*kgo.Record
+	for k := range skus {
+		rows = append(rows, &kgo.Record{Key: []byte("sku-" + strconv.Itoa(k)), Value: catalogRow(k, 1)})
+	}
+	e.produce(table, 3, rows)
+	proto := writeConfig(t, "event.proto", "syntax = \"proto3\";\nmessage Event { int64 seq = 1; string sku = 2; }\n")
+	w := registerProto(t, cl, wireformat.Subject(in), proto, "")
+	var rs []*kgo.Record
+	for i := range events {
+		sku := "sku-" + strconv.Itoa(i%(skus+5)) // 5 skus without a row
+		rs = append(rs, &kgo.Record{Key: []byte(sku), Value: w.encode(t, map[string]any{"seq": int64(i), "sku": sku})})
+	}
+	cfg := filepath.Join(filepath.Dir(proto), "join.yaml")
+	if err := os.WriteFile(cfg, []byte("topology: etl\nformat: {input: protobuf}\njoin: {table: "+table+", key: sku, as: product}\nmap:\n  price: product.price\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := topologyFor("etl").New(Options{Config: cfg, Output: out, SchemaRegistry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.topic(in, 3)
+	e.run("proto-join", "etl", tr, in, out, nil, func(c *pipeline.Config) { c.DLQ = "proto-join-dlq" }, func() { e.produce(in, 3, rs) })
+	joined := map[float64]bool{}
+	for _, r := range e.read(out) {
+		v := decode(t, r.Value)
+		k, _ := strconv.Atoi(strings.TrimPrefix(string(r.Key), "sku-"))
+		if joined[v["seq"].(float64)] || v["price"] != float64(100*k+1) {
+			t.Fatalf("output %s (key %s): joined twice, or not with its row", r.Value, r.Key)
+		}
+		joined[v["seq"].(float64)] = true
+	}
+	dead := e.deadLetters("proto-join-dlq", "etl", in)
+	for i, r := range rs {
+		_, hasRow := strconv.Atoi(strings.TrimPrefix(string(r.Key), "sku-"))
+		want := hasRow == nil && i%(skus+5) < skus
+		if dl := dead[at(r)]; joined[float64(i)] != want || (dl != "") == want || dl != "" && dl != "join-missing" {
+			t.Fatalf("event %d (%s): joined %v, dead letter %q", i, r.Key, joined[float64(i)], dl)
+		}
+	}
+}
+
+// checkDeadLetters checks that dlq holds exactly the input records rs[i]
+// of bad, each once with its reason, and returns them by input position.
+func checkDeadLetters(t *testing.T, e *tenv, dlq, in string, rs []*kgo.Record, bad map[int]string) map[string]string {
+	t.Helper()
+	want := map[string]string{}
+	for i, reason := range bad {
+		want[at(rs[i])] = reason
+	}
+	if dl := e.deadLetters(dlq, "etl", in); !reflect.DeepEqual(dl, want) {
+		t.Fatalf("dead letters %v,\nwant %v", dl, want)
+	}
+	return want
 }

@@ -2,7 +2,6 @@ package wireformat
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 
@@ -59,12 +58,9 @@ func (d *AvroDecoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, er
 		return dst, err
 	}
 	b = payload
-	p, ok := d.plans[id]
-	if !ok {
-		if p, err = d.newPlan(ctx, id); err != nil {
-			return dst, err
-		}
-		d.plans[id] = p
+	p, err := cachedPlan(ctx, d.plans, id, d.newPlan)
+	if err != nil {
+		return dst, err
 	}
 	if p.err != nil {
 		return dst, bad("avro-decode", "schema id %d: %v", id, p.err)
@@ -228,11 +224,7 @@ func (e *AvroEncoder) AppendFields(dst []byte, topic string, get func(name strin
 
 // header appends the magic byte and topic's schema id.
 func (e *AvroEncoder) header(dst []byte, topic string) ([]byte, error) {
-	id, ok := e.ids[topic]
-	if !ok {
-		return dst, fmt.Errorf("wireformat: no schema registered for topic %s", topic)
-	}
-	return binary.BigEndian.AppendUint32(append(dst, 0), id), nil
+	return appendHeader(dst, e.ids, topic)
 }
 
 // encoded returns an encoding's result, or dst and its error as bad data.

@@ -3,6 +3,7 @@ package wireformat
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -115,4 +116,28 @@ func splitHeader(b []byte) (uint32, []byte, error) {
 		return 0, nil, bad("wire-format", "not in the Confluent wire format: %d bytes, want at least 5 (magic byte, schema id)", len(b))
 	}
 	return binary.BigEndian.Uint32(b[1:5]), b[5:], nil
+}
+
+// appendHeader appends the magic byte and the schema id registered for
+// topic (which an encoder's Register must have seen).
+func appendHeader(dst []byte, ids map[string]uint32, topic string) ([]byte, error) {
+	id, ok := ids[topic]
+	if !ok {
+		return dst, fmt.Errorf("wireformat: no schema registered for topic %s", topic)
+	}
+	return binary.BigEndian.AppendUint32(append(dst, 0), id), nil
+}
+
+// cachedPlan returns plans[id], built by build the first time id is seen
+// (an error from build, the registry unreachable, is not cached).
+func cachedPlan[P any](ctx context.Context, plans map[uint32]P, id uint32, build func(context.Context, uint32) (P, error)) (P, error) {
+	p, ok := plans[id]
+	if ok {
+		return p, nil
+	}
+	p, err := build(ctx, id)
+	if err == nil {
+		plans[id] = p
+	}
+	return p, err
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -209,12 +208,9 @@ func (d *protoDecoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, e
 	if err != nil {
 		return dst, bad("wire-format", "schema id %d: the message-index list does not decode: %v", id, err)
 	}
-	p, ok := d.plans[id]
-	if !ok {
-		if p, err = d.newPlan(ctx, id); err != nil {
-			return dst, err
-		}
-		d.plans[id] = p
+	p, err := cachedPlan(ctx, d.plans, id, d.newPlan)
+	if err != nil {
+		return dst, err
 	}
 	if p.err != nil {
 		return dst, bad("protobuf-decode", "schema id %d: %v", id, p.err)
@@ -222,6 +218,7 @@ func (d *protoDecoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, e
 	md := p.first
 	if len(index) != 1 || index[0] != 0 {
 		key := fmt.Sprint(index)
+		var ok bool
 		if md, ok = p.msgs[key]; !ok {
 			if md, err = d.message(p.file, index); err != nil {
 				return dst, bad("protobuf-decode", "schema id %d: %v", id, err)
@@ -434,13 +431,11 @@ func (e *protoEncoder) Register(ctx context.Context, cl *sr.Client, topic string
 	}
 	subject := Subject(topic)
 	schema := sr.Schema{Schema: e.schema.text, Type: sr.TypeProtobuf}
-	latest, err := cl.SchemaByVersion(ctx, subject, -1)
-	var re *sr.ResponseError
-	switch {
-	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
-	case err != nil:
-		return unreachable("subject %s: %v", subject, err)
-	default:
+	latest, found, err := latestSchema(ctx, cl, subject)
+	if err != nil {
+		return err
+	}
+	if found {
 		if latest.Type == sr.TypeProtobuf && len(latest.References) == 0 {
 			if old, perr := ParseProto(latest.Schema.Schema, ""); perr == nil {
 				if why := protoIncompatible(e.schema.msg, old.(*protoSchema)); why != "" {
@@ -448,19 +443,15 @@ func (e *protoEncoder) Register(ctx context.Context, cl *sr.Client, topic string
 				}
 			}
 		}
-		res, err := cl.CheckCompatibility(sr.WithParams(ctx, sr.Verbose), subject, -1, schema)
-		if err == nil && !res.Is {
-			return eos.BadConfig("output_schema", "the registry finds it not compatible with subject %s (version %d): %v", subject, latest.Version, res.Messages)
+		if why := registryIncompatible(ctx, cl, subject, schema); why != "" {
+			return eos.BadConfig("output_schema", "the registry finds it not compatible with subject %s (version %d): %s", subject, latest.Version, why)
 		}
 	}
-	ss, err := cl.CreateSchema(ctx, subject, schema)
+	id, err := createSchema(ctx, cl, subject, schema)
 	if err != nil {
-		if errors.As(err, &re) && re.StatusCode < 500 {
-			return eos.BadConfig("output_schema", "the registry refuses it under subject %s: %v", subject, err)
-		}
-		return unreachable("registering under %s: %v", subject, err)
+		return err
 	}
-	e.ids[topic] = uint32(ss.ID)
+	e.ids[topic] = id
 	return nil
 }
 
@@ -528,11 +519,10 @@ func describeField(f protoreflect.FieldDescriptor) string {
 }
 
 func (e *protoEncoder) header(dst []byte, topic string) ([]byte, error) {
-	id, ok := e.ids[topic]
-	if !ok {
-		return dst, fmt.Errorf("wireformat: no schema registered for topic %s", topic)
+	dst, err := appendHeader(dst, e.ids, topic)
+	if err != nil {
+		return dst, err
 	}
-	dst = append(dst, 0, byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
 	return append(dst, e.index...), nil
 }
 

@@ -3,11 +3,15 @@ package wireformat
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eosctl/eos"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -235,5 +239,62 @@ func TestProtobufSchemaErrorsSayWhat(t *testing.T) {
 	}
 	if _, err := ParseProto(protoV1, "Nope"); err == nil || !strings.Contains(err.Error(), `no message "Nope"`) {
 		t.Errorf("a missing message: %v", err)
+	}
+}
+
+func TestProtobufSchemaReferencesAreFetchedWithTheSchema(t *testing.T) {
+	cl := fake(t)
+	ctx := context.Background()
+	common := "syntax = \"proto3\";\npackage common;\nmessage Money { int64 cents = 1; string currency = 2; }\n"
+	pay := "syntax = \"proto3\";\nimport \"common.proto\";\nmessage Pay { string id = 1; common.Money amount = 2; }\n"
+	if _, err := cl.CreateSchema(ctx, "common-value", sr.Schema{Schema: common, Type: sr.TypeProtobuf}); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := cl.CreateSchema(ctx, "pay-value", sr.Schema{Schema: pay, Type: sr.TypeProtobuf,
+		References: []sr.SchemaReference{{Name: "common.proto", Subject: "common-value", Version: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, text := range map[string]string{"common.proto": common, "pay.proto": pay} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := protobufFormat{}.Parse(filepath.Join(dir, "pay.proto"), []byte(pay), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := dynamicpb.NewMessage(ProtoMessage(s))
+	const js = `{"id":"p1","amount":{"cents":250,"currency":"EUR"}}`
+	if err := protojson.Unmarshal([]byte(js), m); err != nil {
+		t.Fatal(err)
+	}
+	b := append(binary.BigEndian.AppendUint32([]byte{0}, uint32(ss.ID)), 0)
+	b, _ = proto.MarshalOptions{}.MarshalAppend(b, m)
+	d, _ := protobufFormat{}.NewDecoder(cl, nil, nil)
+	got, err := d.AppendJSON(ctx, nil, b)
+	if err != nil || string(got) != js {
+		t.Fatalf("decoded %s, %v; want %s", got, err, js)
+	}
+	// An output schema with imports of its own is refused at start.
+	e, _ := protobufFormat{}.NewEncoder(s)
+	if err := e.Register(ctx, cl, "pay-out"); !errors.Is(err, eos.ErrConfig) || !strings.Contains(err.Error(), "common.proto") {
+		t.Fatalf("registering an output schema with imports: %v", err)
+	}
+}
+
+func TestProtobufUnreachableRegistryIsRetriedNotBadData(t *testing.T) {
+	cl, err := NewClient(Registry{URL: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	defer cancel()
+	d, _ := protobufFormat{}.NewDecoder(cl, nil, nil)
+	_, err = d.AppendJSON(ctx, nil, []byte{0, 0, 0, 0, 9, 0, 8, 1})
+	var bd *BadDataError
+	if errors.As(err, &bd) || !errors.Is(err, eos.ErrUnreachable) {
+		t.Fatalf("got %v, want ErrUnreachable after retrying", err)
 	}
 }
