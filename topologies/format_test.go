@@ -79,6 +79,16 @@ func registryClient(t *testing.T) (*sr.Client, SchemaRegistry) {
 func avroOrders(t *testing.T, cl *sr.Client, subject string, n int) ([]*kgo.Record, map[int]map[string]any, map[int]string) {
 	v1 := registerAvro(t, cl, subject, "examples/order.avsc")
 	v2 := registerAvro(t, cl, subject, "testdata/avro/order-v2.avsc")
+	return wireOrders(t, n, v1, v2, "web", func(b []byte) []byte { return b[:len(b)-4] }, "avro-decode")
+}
+
+// wireOrders are n datagen orders in a wire format: the first half
+// written with v1, the rest with v2, which adds channel (v1's records get
+// channel def, their reader's default, in the reference), every 97th a
+// poison pill (JSON, which is not the wire format; or the record cut made
+// of it, reason cutReason); it returns the records, the reference field
+// values of each good one as v2 reads it, and the poison's reasons.
+func wireOrders(t *testing.T, n int, v1, v2 wireWriter, def string, cut func([]byte) []byte, cutReason string) ([]*kgo.Record, map[int]map[string]any, map[int]string) {
 	var rs []*kgo.Record
 	ref, bad := map[int]map[string]any{}, map[int]string{}
 	ts := time.UnixMilli(1_700_000_000_000)
@@ -88,7 +98,7 @@ func avroOrders(t *testing.T, cl *sr.Client, subject string, n int) ([]*kgo.Reco
 		var value []byte
 		if i < n/2 {
 			value = v1.encode(t, v)
-			v["channel"] = "web" // the reader's default
+			v["channel"] = def
 		} else {
 			v["channel"] = "app-" + strconv.Itoa(i%3)
 			value = v2.encode(t, v)
@@ -97,7 +107,7 @@ func avroOrders(t *testing.T, cl *sr.Client, subject string, n int) ([]*kgo.Reco
 		case i%97 == 13:
 			value, bad[i] = datagen.Value(int64(i), at, 100), "wire-format"
 		case i%97 == 50:
-			value, bad[i] = value[:len(value)-4], "avro-decode"
+			value, bad[i] = cut(value), cutReason
 		default:
 			ref[i] = v
 		}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/wireformat"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -92,31 +91,14 @@ func TestETLOnProtobufWithSchemaEvolutionMatchesReference(t *testing.T) {
 	in, out := "proto-etl-in-"+id, "proto-etl-out-"+id
 	v1 := registerProto(t, cl, wireformat.Subject(in), "examples/order.proto", "")
 	v2 := registerProto(t, cl, wireformat.Subject(in), "testdata/protobuf/order-v2.proto", "")
-	var rs []*kgo.Record
-	ref, bad := map[int]map[string]any{}, map[int]string{}
-	ts := time.UnixMilli(1_700_000_000_000)
-	for i := range n {
-		at := ts.Add(time.Duration(i) * 10 * time.Millisecond)
-		v := map[string]any{"seq": int64(i), "ts": at.UnixMilli(), "user": datagen.User(int64(i)), "amount": datagen.Amount(int64(i)), "pad": "xx"}
-		var value []byte
-		if i < n/2 {
-			value = v1.encode(t, v)
-			v["channel"] = "" // proto3's default, through the reader
-		} else {
-			v["channel"] = "app-" + strconv.Itoa(i%3)
-			value = v2.encode(t, v)
+	// proto3's default for channel, through the reader; a cut record: field
+	// 4 with 16 bytes that are not there.
+	rs, ref, bad := wireOrders(t, n, v1, v2, "", func(b []byte) []byte { return append(b, 0x22, 0x10) }, "protobuf-decode")
+	for i, v := range ref {
+		if amount := v["amount"].(float64); amount >= 99 {
+			delete(ref, i)
+			bad[i] = "protobuf-encode" // kept by the filter, but size HUGE is not in the enum
 		}
-		switch amount := v["amount"].(float64); {
-		case i%97 == 13:
-			value, bad[i] = datagen.Value(int64(i), at, 100), "wire-format"
-		case i%97 == 50:
-			value, bad[i] = append(value, 0x22, 0x10), "protobuf-decode" // field 4, 16 bytes that are not there
-		case amount >= 99:
-			bad[i] = "protobuf-encode" // size HUGE: not in the enum
-		default:
-			ref[i] = v
-		}
-		rs = append(rs, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: value})
 	}
 	tr, err := topologyFor("etl").New(Options{Config: "testdata/protobuf/etl-evolve.yaml", Output: out, SchemaRegistry: reg})
 	if err != nil {
@@ -154,11 +136,6 @@ func TestETLOnProtobufWithSchemaEvolutionMatchesReference(t *testing.T) {
 		}
 		return v
 	})
-	for i, reason := range bad {
-		if reason == "protobuf-encode" && datagen.Amount(int64(i)) < 10 {
-			delete(bad, i) // filtered out before it is encoded
-		}
-	}
 	wantDL := checkDeadLetters(t, e, "proto-etl-dlq", in, rs, bad)
 	t.Logf("%d records: %d kept, %d dead letters; %d commits, %d aborts", n, len(want), len(wantDL), w.Stats().Committed.Load(), w.Stats().Aborted.Load())
 }
