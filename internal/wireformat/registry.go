@@ -1,7 +1,9 @@
 // Package wireformat reads and writes records in the Confluent wire format
-// (a zero magic byte, a 4-byte big-endian schema id, then the Avro binary
-// payload) against a Schema Registry's Confluent-compatible API, and
-// transcodes between that and the JSON objects the topologies evaluate.
+// (a zero magic byte, a 4-byte big-endian schema id, then the payload: Avro
+// binary, Protobuf, or a JSON document) against a Schema Registry's
+// Confluent-compatible API, and transcodes between that and the JSON
+// objects the topologies evaluate (JSON Schema records are only validated:
+// their payload is the JSON).
 //
 // Schemas are fetched once per id and kept: there is no registry call per
 // record. A record whose schema id is new is fetched when it first arrives;
@@ -13,7 +15,9 @@
 // does not decode with its writer schema, or whose writer schema cannot be
 // read as the reader schema, is a *BadDataError (the topologies dead-letter
 // it with Reason); an output value that does not fit the output schema is
-// one too (reason avro-encode). An id the registry does not know (HTTP 404)
+// one too (reason avro-encode, protobuf-encode, json-schema-encode; a JSON
+// Schema record not valid against its writer schema is json-schema-invalid).
+// An id the registry does not know (HTTP 404)
 // is retried for UnknownIDWait, since a registry being restored may not know
 // it yet, and then is bad data (reason unknown-schema-id).
 package wireformat
