@@ -62,73 +62,77 @@ func (d *AvroDecoder) Decode(b []byte, rec *Record) bool {
 		return false
 	}
 	rec.r, rec.p, rec.id = p.flat, b[5:], id
-	rec.fields = rec.fields[:0]
+	fs := p.flat.fields
+	if cap(rec.fields) < len(fs) {
+		rec.fields = make([]field, len(fs))
+	}
+	rec.fields = rec.fields[:len(fs)]
 	pos := 5
-	for _, f := range p.flat.fields {
-		fd, n, ok := decodeField(b, pos, f.t)
+	for i := range fs {
+		fd := &rec.fields[i]
+		*fd = field{start: int32(pos - 5), branch: -1}
+		n, ok := decodeField(fd, b, pos, &fs[i].t)
 		if !ok {
 			return false
 		}
-		fd.start, fd.end = int32(pos-5), int32(n-5)
+		fd.end = int32(n - 5)
 		fd.s -= 5
-		rec.fields = append(rec.fields, fd)
 		pos = n
 	}
 	return pos == len(b)
 }
 
-// decodeField decodes the value of type t at b[i:]: the field and where
-// the next one starts.
-func decodeField(b []byte, i int, t flatType) (field, int, bool) {
+// decodeField decodes the value of type t at b[i:] into fd: where the
+// next value starts.
+func decodeField(fd *field, b []byte, i int, t *flatType) (int, bool) {
 	if t.k == kUnion {
 		n, next, ok := varintAt(b, i)
 		if !ok || n < 0 || n >= int64(len(t.branches)) {
-			return field{}, 0, false
+			return 0, false
 		}
-		fd, end, ok := decodeField(b, next, t.branches[n])
 		fd.branch = int8(n)
-		return fd, end, ok
+		return decodeField(fd, b, next, &t.branches[n])
 	}
-	fd := field{k: t.k, branch: -1}
+	fd.k = t.k
 	switch t.k {
 	case kNull:
-		return fd, i, true
+		return i, true
 	case kBool:
 		if i >= len(b) {
-			return fd, 0, false
+			return 0, false
 		}
 		if b[i] != 0 {
 			fd.n = 1
 		}
-		return fd, i + 1, true
+		return i + 1, true
 	case kInt, kLong, kEnum:
 		n, next, ok := varintAt(b, i)
 		if !ok || t.k == kEnum && (n < 0 || n >= int64(len(t.symbols))) {
-			return fd, 0, false
+			return 0, false
 		}
 		fd.n = n
-		return fd, next, true
+		return next, true
 	case kFloat:
 		if len(b)-i < 4 {
-			return fd, 0, false
+			return 0, false
 		}
 		fd.f = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
-		return fd, i + 4, !math.IsNaN(fd.f) && !math.IsInf(fd.f, 0)
+		return i + 4, !math.IsNaN(fd.f) && !math.IsInf(fd.f, 0)
 	case kDouble:
 		if len(b)-i < 8 {
-			return fd, 0, false
+			return 0, false
 		}
 		fd.f = math.Float64frombits(binary.LittleEndian.Uint64(b[i:]))
-		return fd, i + 8, !math.IsNaN(fd.f) && !math.IsInf(fd.f, 0)
+		return i + 8, !math.IsNaN(fd.f) && !math.IsInf(fd.f, 0)
 	case kString:
 		n, next, ok := varintAt(b, i)
 		if !ok || n < 0 || int64(len(b)-next) < n || !utf8.Valid(b[next:next+int(n)]) {
-			return fd, 0, false
+			return 0, false
 		}
 		fd.n, fd.s = n, int32(next)
-		return fd, next + int(n), true
+		return next + int(n), true
 	}
-	return fd, 0, false
+	return 0, false
 }
 
 func varintAt(b []byte, i int) (int64, int, bool) {
