@@ -334,6 +334,16 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 		}
 		return t.finish(append(b, '}')), nil
 	}
+	if t.spliceable(orig) {
+		// The input as it is, then the new fields (etl_fast.go).
+		b, n = append(b[:0], orig[:len(orig)-1]...), len(obj.keys)
+		for _, f := range t.fields {
+			if err := emitField(f); err != nil {
+				return nil, err
+			}
+		}
+		return t.finish(append(b, '}')), nil
+	}
 	done := t.done[:0]
 	for range t.fields {
 		done = append(done, false)

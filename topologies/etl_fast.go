@@ -152,12 +152,42 @@ func shortestDecimal(raw []byte) bool {
 	return intDigits+len(frac) <= 15
 }
 
+// spliceable reports whether reshape's output for a map is the input
+// value orig without its closing brace, then the map's fields: no field
+// dropped, none of the map's fields already in the record, no repeated
+// name, and orig is the object reshape would write, byte for byte. That
+// is the case when orig is exactly as long as that object (field names
+// printable ASCII, so written as they are): any space or escape would
+// make it longer. Not for an encoder, which wants every field's place.
+func (t *ETL) spliceable(orig []byte) bool {
+	obj := &t.env.obj
+	if t.reference || t.shaped.on || len(t.drop) > 0 || len(orig) < 2 {
+		return false
+	}
+	size := 2 + max(len(obj.keys)-1, 0) // braces, commas
+	for i, k := range obj.keys {
+		if !plainASCII(k) || slices.Contains(obj.keys[i+1:], k) || slices.ContainsFunc(t.fields, func(f etlField) bool { return f.name == k }) {
+			return false
+		}
+		size += len(k) + 3 + len(obj.raws[i]) // "k":raw
+	}
+	if size != len(orig) {
+		return false
+	}
+	// The fields are orig's own: its last value ends at its last brace.
+	if n := len(obj.keys); n > 0 {
+		last := obj.raws[n-1]
+		return len(last) > 0 && &orig[len(orig)-1-len(last)] == &last[0]
+	}
+	return true
+}
+
 // plainASCII reports whether s is printable ASCII without a backslash:
 // a JSON string body that decodes to itself and that appendJSONString
 // writes back as it is.
-func plainASCII(s []byte) bool {
-	for _, c := range s {
-		if c < 0x20 || c >= 0x7f || c == '\\' {
+func plainASCII[T string | []byte](s T) bool {
+	for i := range len(s) {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
 			return false
 		}
 	}
@@ -178,10 +208,11 @@ func (q *quotedNames) appendName(b []byte, n int, name string) []byte {
 		return append(b, q.quoted[n]...)
 	}
 	quoted := append(appendJSONString(nil, name), ':')
-	if n < len(q.names) {
+	if n < maxRememberedKeys {
+		for n >= len(q.names) { // a spliced output starts past the input's fields
+			q.names, q.quoted = append(q.names, ""), append(q.quoted, nil)
+		}
 		q.names[n], q.quoted[n] = name, quoted
-	} else if n == len(q.names) && n < maxRememberedKeys {
-		q.names, q.quoted = append(q.names, name), append(q.quoted, quoted)
 	}
 	return append(b, quoted...)
 }

@@ -150,21 +150,24 @@ func randomValue(rng *rand.Rand, depth int) string {
 }
 
 // randomObject is a JSON object of some of names, in a random order, some
-// repeated, with random spacing.
+// repeated, half the objects compact and half with random spacing.
 func randomObject(rng *rand.Rand, names []string) string {
 	var b strings.Builder
 	b.WriteString("{")
 	n := 0
+	spaced := rng.IntN(2) == 0
 	for _, i := range rng.Perm(len(names)) {
 		if rng.IntN(8) == 0 {
 			continue // missing
 		}
-		for range 1 + rng.IntN(2)*rng.IntN(2) { // sometimes repeated
-			if n > 0 {
+		for range 1 + rng.IntN(2)*rng.IntN(3)/2 { // sometimes repeated
+			if n > 0 && spaced {
 				b.WriteString([]string{",", " , ", ",\n"}[rng.IntN(3)])
+			} else if n > 0 {
+				b.WriteString(",")
 			}
 			n++
-			fmt.Fprintf(&b, "%q:%s", names[i], randomValue(rng, 2))
+			fmt.Fprintf(&b, `"%s":%s`, names[i], randomValue(rng, 2))
 		}
 	}
 	b.WriteString("}")
@@ -175,10 +178,14 @@ func randomRecord(rng *rand.Rand) []byte {
 	if rng.IntN(50) == 0 {
 		return []byte([]string{`[1]`, `{"user":`, `"s"`, ``}[rng.IntN(4)])
 	}
-	o := randomObject(rng, []string{"user", "amount", "k", "s", "n", "pad", "row"})
+	// "a\u2028b" raw: valid JSON, but written back escaped.
+	o := randomObject(rng, []string{"user", "amount", "k", "s", "n", "pad", "row", "a\u2028b", "<&>"})
 	if rng.IntN(3) > 0 { // k mostly a key with a row
 		o = strings.Replace(o, "{", fmt.Sprintf(`{"k":%d,`, rng.IntN(10)), 1)
 		o = strings.Replace(o, ",}", "}", 1)
+		if rng.IntN(4) == 0 { // a name written with an escape: not spliced as it is
+			o = strings.Replace(o, `"pad"`, `"\u0070ad"`, 1)
+		}
 	}
 	return []byte(o)
 }
