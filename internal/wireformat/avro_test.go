@@ -39,7 +39,7 @@ func wire(t *testing.T, cl *sr.Client, subject, text string, v any) []byte {
 	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(ss.ID)), b...)
 }
 
-func fake(t *testing.T) *sr.Client {
+func fake(t testing.TB) *sr.Client {
 	reg := srfake.New()
 	t.Cleanup(reg.Close)
 	cl, err := NewClient(Registry{URL: reg.URL()})

@@ -31,7 +31,9 @@ import (
 // compiled at run time with protocompile (google/protobuf's standard
 // imports are built in; a registry schema's references are fetched too).
 //
-// A decoded message is the JSON object the expressions see: fields by
+// A decoded message is the JSON object the expressions see (a flat
+// message through protobuf_flat.go's protowire walk, any other through
+// dynamicpb): fields by
 // their .proto names, integers (int64 too) as JSON integers, floats as
 // numbers (NaN and infinities as the strings protojson writes), bools,
 // strings, bytes as base64 strings, enums by name (a number the enum does
@@ -186,26 +188,39 @@ type protoDecoder struct {
 	reader *protoSchema
 	warn   func(string, ...any)
 	plans  map[uint32]*protoPlan
+	keys   []string // Fields
+	spans  [][2]int
+	// generic makes every message go through dynamicpb (tests compare the
+	// flat path with it).
+	generic bool
 }
 
 // protoPlan is a writer schema: its file, and the message type each index
 // list read so far resolves to (the reader's, with a reader schema).
 type protoPlan struct {
 	file  protoreflect.FileDescriptor
-	first protoreflect.MessageDescriptor // index [0]
-	msgs  map[string]protoreflect.MessageDescriptor
+	first *protoMsg // index [0]
+	msgs  map[string]*protoMsg
 	err   error
 }
 
-func (d *protoDecoder) Fields() ([]string, [][2]int) { return nil, nil }
+// protoMsg is a message type to decode, with its flat plan if it is flat.
+type protoMsg struct {
+	md   protoreflect.MessageDescriptor
+	flat *protoFlat
+}
+
+func (d *protoDecoder) Fields() ([]string, [][2]int) { return d.keys, d.spans }
 
 func (d *protoDecoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, error) {
 	id, payload, err := splitHeader(b)
 	if err != nil {
 		return dst, err
 	}
-	index, body, err := (&sr.ConfluentHeader{}).DecodeIndex(payload, 64)
-	if err != nil {
+	index, body := []int(nil), payload
+	if len(payload) > 0 && payload[0] == 0 {
+		body = payload[1:] // the first message: spares DecodeIndex's slice
+	} else if index, body, err = (&sr.ConfluentHeader{}).DecodeIndex(payload, 64); err != nil {
 		return dst, bad("wire-format", "schema id %d: the message-index list does not decode: %v", id, err)
 	}
 	p, err := cachedPlan(ctx, d.plans, id, d.newPlan)
@@ -215,20 +230,34 @@ func (d *protoDecoder) AppendJSON(ctx context.Context, dst, b []byte) ([]byte, e
 	if p.err != nil {
 		return dst, bad("protobuf-decode", "schema id %d: %v", id, p.err)
 	}
-	md := p.first
-	if len(index) != 1 || index[0] != 0 {
+	pm := p.first
+	if index != nil && (len(index) != 1 || index[0] != 0) {
 		key := fmt.Sprint(index)
 		var ok bool
-		if md, ok = p.msgs[key]; !ok {
-			if md, err = d.message(p.file, index); err != nil {
+		if pm, ok = p.msgs[key]; !ok {
+			md, err := d.message(p.file, index)
+			if err != nil {
 				return dst, bad("protobuf-decode", "schema id %d: %v", id, err)
 			}
-			p.msgs[key] = md
+			pm = &protoMsg{md: md, flat: newProtoFlat(md)}
+			p.msgs[key] = pm
 		}
 	}
-	m := dynamicpb.NewMessage(md)
+	d.keys, d.spans = nil, nil
+	if pm.flat != nil && !d.generic {
+		base := len(dst)
+		out, err := pm.flat.appendJSON(dst, body)
+		if err != nil {
+			return dst, bad("protobuf-decode", "schema id %d, message %s: %v", id, pm.md.FullName(), err)
+		}
+		if base == 0 { // spans are relative to dst's start
+			d.keys, d.spans = pm.flat.keys, pm.flat.spans
+		}
+		return out, nil
+	}
+	m := dynamicpb.NewMessage(pm.md)
 	if err := proto.Unmarshal(body, m); err != nil {
-		return dst, bad("protobuf-decode", "schema id %d, message %s: %v", id, md.FullName(), err)
+		return dst, bad("protobuf-decode", "schema id %d, message %s: %v", id, pm.md.FullName(), err)
 	}
 	return appendMessageJSON(dst, m), nil
 }
@@ -268,10 +297,12 @@ func (d *protoDecoder) newPlan(ctx context.Context, id uint32) (*protoPlan, erro
 	if err != nil {
 		return &protoPlan{err: fmt.Errorf("the registry's schema: %v", err)}, nil
 	}
-	p := &protoPlan{file: fd, msgs: map[string]protoreflect.MessageDescriptor{}}
-	if p.first, err = d.message(fd, []int{0}); err != nil {
+	p := &protoPlan{file: fd, msgs: map[string]*protoMsg{}}
+	md, err := d.message(fd, []int{0})
+	if err != nil {
 		return &protoPlan{err: err}, nil
 	}
+	p.first = &protoMsg{md: md, flat: newProtoFlat(md)}
 	return p, nil
 }
 

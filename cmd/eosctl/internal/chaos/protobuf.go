@@ -1,8 +1,9 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
-	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,7 +11,10 @@ import (
 	"github.com/eosctl/eos/internal/datagen"
 	"github.com/eosctl/eos/internal/wireformat"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 )
 
 // topologyProtobuf is the etl topology on Protobuf topics: see
@@ -33,10 +37,10 @@ message Out { int64 seq = 1; string user = 2; double amount = 3; int64 cents = 4
 
 // protoCopying is avroCopying with Protobuf: the input is datagen's orders
 // in the Confluent wire format (message Order of order.proto, registered);
-// the workers decode them with dynamicpb. The output is judged by verify
-// like a copy, and record by record by a protowire walk of protoOutSchema's
-// fields written here (not the topology's dynamicpb decoding), against the
-// fields datagen derives from the key.
+// the workers decode them with their protowire walk (Order is flat) and
+// encode the output with protowire. The output is judged by verify like a
+// copy, and record by record by dynamicpb and protojson (not the
+// workers' code), against the fields datagen derives from the key.
 type protoCopying struct{ avroCopying }
 
 func (p *protoCopying) topology(h *harness) ([]string, error) {
@@ -60,70 +64,54 @@ func protoEncoder(text string) (wireformat.Encoder, error) {
 	return wireformat.Lookup(wireformat.Protobuf).NewEncoder(s)
 }
 
-// protoOut is protoOutSchema's message as the judge reads it.
+// protoOut is protoOutSchema's message as protojson writes it (int64 as
+// strings).
 type protoOut struct {
-	Seq    int64
-	User   string
-	Amount float64
-	Cents  int64
+	Seq    int64   `json:"seq,string"`
+	User   string  `json:"user"`
+	Amount float64 `json:"amount"`
+	Cents  int64   `json:"cents,string"`
 }
 
 // readProtoOut reads a wire-format record of protoOutSchema's message
-// field by field with protowire: the header (magic byte, schema id, the
-// message-index list [0] as its single 0 byte), then fields 1-4 with their
-// wire types; anything else is an error.
-func readProtoOut(b []byte) (protoOut, error) {
+// with dynamicpb and protojson, not with the workers' decoding (a
+// protowire walk for flat messages): the header (magic byte, schema id,
+// the message-index list [0] as its single 0 byte), then the message, no
+// field outside it.
+func readProtoOut(out protoreflect.MessageDescriptor, b []byte) (protoOut, error) {
 	var v protoOut
 	if len(b) < 6 || b[0] != 0 || b[5] != 0 {
 		return v, fmt.Errorf("not in the wire format with message index [0]: % x", b[:min(len(b), 6)])
 	}
-	_ = binary.BigEndian.Uint32(b[1:5]) // any id: each worker registers the same schema
-	b = b[6:]
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return v, protowire.ParseError(n)
-		}
-		b = b[n:]
-		switch {
-		case (num == 1 || num == 4) && typ == protowire.VarintType:
-			x, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return v, protowire.ParseError(n)
-			}
-			if num == 1 {
-				v.Seq = int64(x)
-			} else {
-				v.Cents = int64(x)
-			}
-			b = b[n:]
-		case num == 2 && typ == protowire.BytesType:
-			s, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return v, protowire.ParseError(n)
-			}
-			v.User, b = string(s), b[n:]
-		case num == 3 && typ == protowire.Fixed64Type:
-			x, n := protowire.ConsumeFixed64(b)
-			if n < 0 {
-				return v, protowire.ParseError(n)
-			}
-			v.Amount, b = math.Float64frombits(x), b[n:]
-		default:
-			return v, fmt.Errorf("field %d with wire type %d is not in message Out", num, typ)
-		}
+	m := dynamicpb.NewMessage(out)
+	if err := proto.Unmarshal(b[6:], m); err != nil {
+		return v, err
 	}
-	return v, nil
+	if len(m.GetUnknown()) > 0 {
+		return v, fmt.Errorf("fields outside message Out: % x", m.GetUnknown())
+	}
+	js, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return v, err
+	}
+	d := json.NewDecoder(bytes.NewReader(js))
+	d.DisallowUnknownFields()
+	return v, d.Decode(&v)
 }
 
 func (p *protoCopying) finish(ctx context.Context, h *harness, res *Result, app, in, out string, partitions int32) error {
+	s, err := wireformat.ParseProto(protoOutSchema, "")
+	if err != nil {
+		return err
+	}
+	md := wireformat.ProtoMessage(s)
 	return p.copying.finishChecked(ctx, h, res, app, in, out, partitions,
-		"Protobuf output records read field by field with protowire and checked against their input's fields", "are not the Protobuf of their input",
+		"Protobuf output records decoded by dynamicpb and protojson and checked against their input's fields", "are not the Protobuf of their input",
 		func(r *kgo.Record) string {
 			i, err := strconv.ParseInt(string(r.Key), 10, 64)
 			var v protoOut
 			if err == nil {
-				v, err = readProtoOut(r.Value)
+				v, err = readProtoOut(md, r.Value)
 			}
 			amount := datagen.Amount(i)
 			if err != nil || v.Seq != i || v.User != datagen.User(i) || v.Amount != amount || v.Cents != int64(math.Round(amount*100)) {
@@ -146,7 +134,7 @@ const topologyProtobufAggregate = "aggregate-protobuf"
 
 // protoEventSchema is aggcheck's records in Protobuf. Fields are in
 // aggcheck's JSON order, so a late record's dead letter (the JSON the
-// workers decoded, with dynamicpb) is byte for byte what aggcheck wrote;
+// workers decoded) is byte for byte what aggcheck wrote;
 // a regular record decodes with "late":false (proto3's default), which the
 // topology ignores.
 const protoEventSchema = `syntax = "proto3";
