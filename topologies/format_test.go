@@ -223,14 +223,15 @@ func TestFormatConfigErrorsAtTheirLine(t *testing.T) {
 	}
 }
 
-// A registry outage mid-run: records whose schema ids the worker has seen
-// keep flowing while the registry is down (ids are cached, no call per
-// record); a record with an id it has not seen waits, retried, neither
-// dead-lettered nor skipped, and flows once the registry is back; at the
-// end every record is in the output once. The registry is the test's own,
-// SIGKILLed and restarted (its storage is in memory: the test registers
-// the same schemas again, in the same order, and gets the same ids). It
-// is about the registry, not the broker: embedded broker only.
+// A registry outage mid-run, on Avro and on Protobuf topics: records
+// whose schema ids the worker has seen keep flowing while the registry is
+// down (ids are cached, no call per record); a record with an id it has
+// not seen waits, retried, neither dead-lettered nor skipped, and flows
+// once the registry is back; at the end every record is in the output
+// once. The registry is the test's own, SIGKILLed and restarted (its
+// storage is in memory: the test registers the same schemas again, in the
+// same order, and gets the same ids). It is about the registry, not the
+// broker: embedded broker only.
 func TestRegistryOutageRetriesNewIDsAndKeepsCachedOnes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a schema registry (a JVM) and restarts it")
@@ -238,84 +239,113 @@ func TestRegistryOutageRetriesNewIDsAndKeepsCachedOnes(t *testing.T) {
 	if testbroker.IsKafka() {
 		t.Skip("a registry outage does not depend on the broker: the embedded suite runs it")
 	}
-	reg := schemaregistry.StartT(t)
-	cl, err := wireformat.NewClient(wireformat.Registry{URL: reg.URL()})
-	if err != nil {
-		t.Fatal(err)
+	type writers struct {
+		v1, v2   wireWriter
+		id1, id2 int
+		config   string // the etl reading v1 and v2 as v2
 	}
-	e := newTEnv(t)
-	in, out := "outage-in", "outage-out"
-	// The writer schemas, registered before the worker starts: v2's id
-	// is one the worker first meets while the registry is down.
-	v1 := registerAvro(t, cl, wireformat.Subject(in), "examples/order.avsc")
-	v2 := registerAvro(t, cl, wireformat.Subject(in), "testdata/avro/order-v2.avsc")
-	tr, err := topologyFor("etl").New(Options{Config: "testdata/avro/etl-evolve.yaml", Output: out, SchemaRegistry: SchemaRegistry{URL: reg.URL()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch := func(w avroWriter, from, n int) []*kgo.Record {
-		var rs []*kgo.Record
-		for i := from; i < from+n; i++ {
-			v := map[string]any{"seq": int64(i), "ts": int64(1_700_000_000_000 + i), "user": datagen.User(int64(i)), "amount": 50.0, "pad": ""}
-			if w.id == v2.id {
-				v["channel"] = "app"
+	for _, c := range []struct {
+		format   string
+		register func(cl *sr.Client, subject string) writers // v1 and v2 under subject
+	}{
+		{"avro", func(cl *sr.Client, subject string) writers {
+			v1 := registerAvro(t, cl, subject, "examples/order.avsc")
+			v2 := registerAvro(t, cl, subject, "testdata/avro/order-v2.avsc")
+			return writers{v1, v2, int(v1.id), int(v2.id), "testdata/avro/etl-evolve.yaml"}
+		}},
+		{"protobuf", func(cl *sr.Client, subject string) writers {
+			v1 := registerProto(t, cl, subject, "examples/order.proto", "")
+			v2 := registerProto(t, cl, subject, "testdata/protobuf/order-v2.proto", "")
+			return writers{v1, v2, int(v1.id), int(v2.id), "testdata/protobuf/etl-evolve.yaml"}
+		}},
+	} {
+		t.Run(c.format, func(t *testing.T) {
+			// A registry of its own: after the restart the test registers
+			// its schemas again and needs the same ids back.
+			reg := schemaregistry.StartT(t)
+			cl, err := wireformat.NewClient(wireformat.Registry{URL: reg.URL()})
+			if err != nil {
+				t.Fatal(err)
 			}
-			rs = append(rs, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: w.encode(t, v)})
-		}
-		return rs
-	}
-	e.topic(in, 3)
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	w, err := pipeline.New(pipeline.Config{App: "outage", Instance: "0", Inputs: []string{in}, Output: out, Topology: "etl",
-		CommitInterval: 50 * time.Millisecond, ClientOpts: e.opts, InputWait: 10 * time.Second}, tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	outputs := func() int { return len(e.read(out)) }
-	wait := func(n int, what string) {
-		t.Helper()
-		testenv.Eventually(t, time.Minute, what, func() (bool, string) {
-			got := outputs()
-			return got == n, fmt.Sprintf("%d outputs, want %d", got, n)
+			e := newTEnv(t)
+			in, out, dlq := "outage-in-"+c.format, "outage-out-"+c.format, "outage-dlq-"+c.format
+			// The writer schemas, registered before the worker starts:
+			// v2's id is one the worker first meets while the registry is
+			// down.
+			ws := c.register(cl, wireformat.Subject(in))
+			tr, err := topologyFor("etl").New(Options{Config: ws.config, Output: out, SchemaRegistry: SchemaRegistry{URL: reg.URL()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := func(v2 bool, from, n int) []*kgo.Record {
+				var rs []*kgo.Record
+				w := ws.v1
+				if v2 {
+					w = ws.v2
+				}
+				for i := from; i < from+n; i++ {
+					v := map[string]any{"seq": int64(i), "ts": int64(1_700_000_000_000 + i), "user": datagen.User(int64(i)), "amount": 50.0, "pad": ""}
+					if v2 {
+						v["channel"] = "app"
+					}
+					rs = append(rs, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: w.encode(t, v)})
+				}
+				return rs
+			}
+			e.topic(in, 3)
+			ctx, cancel := context.WithCancel(e.ctx)
+			defer cancel()
+			w, err := pipeline.New(pipeline.Config{App: "outage-" + c.format, Instance: "0", Inputs: []string{in}, Output: out, DLQ: dlq, Topology: "etl",
+				CommitInterval: 50 * time.Millisecond, ClientOpts: e.opts, InputWait: 10 * time.Second}, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			outputs := func() int { return len(e.read(out)) }
+			wait := func(n int, what string) {
+				t.Helper()
+				testenv.Eventually(t, time.Minute, what, func() (bool, string) {
+					got := outputs()
+					return got == n, fmt.Sprintf("%d outputs, want %d", got, n)
+				})
+			}
+			e.produce(in, 3, batch(false, 0, 300))
+			wait(300, "the first records, registry up")
+			reg.Kill()
+			e.produce(in, 3, batch(false, 300, 300))
+			wait(600, "records of a cached id while the registry is down")
+			e.produce(in, 3, batch(true, 600, 300))
+			time.Sleep(3 * time.Second)
+			if got := outputs(); got != 600 {
+				t.Fatalf("%d outputs while the registry is down and the worker has not seen v2's id: want 600 (the v2 records wait)", got)
+			}
+			if dl := e.read(dlq); len(dl) != 0 {
+				t.Fatalf("%d dead letters while the registry is down: records of an id it cannot fetch must wait", len(dl))
+			}
+			if err := reg.Restart(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if again := c.register(cl, wireformat.Subject(in)); again.id1 != ws.id1 || again.id2 != ws.id2 {
+				t.Fatalf("the restarted registry gave ids %d, %d, want %d, %d", again.id1, again.id2, ws.id1, ws.id2)
+			}
+			wait(900, "the v2 records once the registry is back")
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, r := range e.read(out) {
+				src := headers(r)[pipeline.IdempotencyKeyHeader]
+				if seen[src] {
+					t.Fatalf("output of %s twice", src)
+				}
+				seen[src] = true
+			}
+			if dl := e.read(dlq); len(dl) != 0 {
+				t.Fatalf("%d dead letters", len(dl))
+			}
 		})
-	}
-	e.produce(in, 3, batch(v1, 0, 300))
-	wait(300, "the first records, registry up")
-	reg.Kill()
-	e.produce(in, 3, batch(v1, 300, 300))
-	wait(600, "records of a cached id while the registry is down")
-	e.produce(in, 3, batch(v2, 600, 300))
-	time.Sleep(3 * time.Second)
-	if got := outputs(); got != 600 {
-		t.Fatalf("%d outputs while the registry is down and the worker has not seen v2's id: want 600 (the v2 records wait)", got)
-	}
-	if dl := e.read("outage-dlq"); len(dl) != 0 {
-		t.Fatalf("%d dead letters while the registry is down: records of an id it cannot fetch must wait", len(dl))
-	}
-	if err := reg.Restart(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if r1, r2 := registerAvro(t, cl, wireformat.Subject(in), "examples/order.avsc"), registerAvro(t, cl, wireformat.Subject(in), "testdata/avro/order-v2.avsc"); r1.id != v1.id || r2.id != v2.id {
-		t.Fatalf("the restarted registry gave ids %d, %d, want %d, %d", r1.id, r2.id, v1.id, v2.id)
-	}
-	wait(900, "the v2 records once the registry is back")
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, r := range e.read(out) {
-		src := headers(r)[pipeline.IdempotencyKeyHeader]
-		if seen[src] {
-			t.Fatalf("output of %s twice", src)
-		}
-		seen[src] = true
-	}
-	if dl := e.read("outage-dlq"); len(dl) != 0 {
-		t.Fatalf("%d dead letters", len(dl))
 	}
 }
 
