@@ -304,7 +304,7 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 			return raw, nil, rawCopy, nil
 		}
 		if f.e.rowField != "" && t.join.hit && !t.reference {
-			raw, ok := t.join.o.get(f.e.rowField)
+			raw, ok := t.join.field(f.e.rowField)
 			if !ok {
 				raw = nullJSON // as the machine reads an absent field
 			}

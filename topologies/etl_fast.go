@@ -34,7 +34,12 @@ func (t *ETL) plan() {
 		if !t.join.byKey {
 			vm = append(vm, t.join.key)
 		}
-		t.join.needMap = t.join.whole || slices.ContainsFunc(vm, func(e *expression) bool { return e != nil && e.readsRow })
+		j := t.join
+		j.needMap = j.whole || slices.ContainsFunc(vm, func(e *expression) bool { return e != nil && e.readsRow })
+		if j.prep = !j.whole && !j.copies; j.prep {
+			j.vals = make([][]byte, len(j.fields))
+			j.table.prepare = j.prepareRow
+		}
 	}
 	t.env.decodeOnly(vm...)
 }

@@ -35,6 +35,7 @@ func referenceETL(t testing.TB, path string) *ETL {
 	e.reference, e.env.lazy = true, nil
 	if e.join != nil {
 		e.join.needMap = true
+		e.join.prep, e.join.table.prepare = false, nil // the raw row parsed on every lookup
 	}
 	return e
 }
@@ -110,7 +111,7 @@ func fillTable(tb *Table, key string, row []byte) {
 	if tb.owned[0] == nil {
 		tb.owned[0] = &tablePart{}
 	}
-	tb.owned[0].rows.put([]byte(key), row)
+	tb.owned[0].rows.put([]byte(key), tb.stored(row))
 }
 
 // compareETL processes in with both and fails unless they agree.

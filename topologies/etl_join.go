@@ -2,6 +2,8 @@ package topologies
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,6 +54,16 @@ type etlJoin struct {
 	// the scanner that parses it.
 	obj map[string]any
 	o   jsonObject
+	// prep: the table stores every row prepared (prepareRow), checked
+	// once when it is stored and cut down to the fields the expressions
+	// read, so that a lookup neither scans nor checks it; vals are the
+	// record's row's values of fields (nil: absent). Off when some
+	// expression reads the row whole (whole, or copies: a field that is
+	// the bare row).
+	prep   bool
+	copies bool
+	vals   [][]byte
+	po     jsonObject // prepareRow's scanner
 }
 
 // JoinStats are the etl join's counts since the worker started: records
@@ -149,6 +161,7 @@ func (j *etlJoin) bind(exprs []*expression) {
 		}
 		e.fields = slices.DeleteFunc(e.fields, func(f string) bool { return f == j.as })
 		if e.ident == j.as {
+			j.copies = true
 			continue
 		}
 		if e.allFields {
@@ -271,6 +284,9 @@ func (j *etlJoin) found(r []byte, v any, key []byte, env *env) (bool, error) {
 // decode fills j.obj with what the expressions read of row: the fields
 // they name (absent ones left out, so they read as nil), or every field.
 func (j *etlJoin) decode(row []byte) error {
+	if j.prep {
+		return j.unpack(row)
+	}
 	if err := j.o.parse(row); err != nil {
 		return err
 	}
@@ -312,6 +328,93 @@ func (j *etlJoin) decode(row []byte) error {
 }
 
 var nullJSON = []byte("null")
+
+// field returns the raw value of the row's field name, which is one of
+// j.fields, for the record being processed.
+func (j *etlJoin) field(name string) ([]byte, bool) {
+	if !j.prep {
+		return j.o.get(name)
+	}
+	for i, f := range j.fields {
+		if f == name {
+			return j.vals[i], j.vals[i] != nil
+		}
+	}
+	return nil, false
+}
+
+// A prepared row (with prep) starts with rowGood, then holds, for each
+// of j.fields in order, uvarint(0) when the row lacks it, else
+// uvarint(len+1) and the field's raw JSON value; or it is rowBad and the
+// text of the error that dead-letters every record that finds it, the
+// same error decode gives for the raw row.
+const (
+	rowGood = 'P'
+	rowBad  = 'E'
+)
+
+// prepareRow appends to dst (from its start) the prepared form of row:
+// what every lookup of the row would otherwise do (scan and check the
+// whole row, check each field it reads) done once, when it is stored,
+// and only the fields the expressions read kept: lookups of a large table
+// then touch a few bytes a row, not a hundred.
+func (j *etlJoin) prepareRow(dst, row []byte) []byte {
+	dst = dst[:0]
+	fail := func(err error) []byte { return append(append(dst[:0], rowBad), err.Error()...) }
+	if err := j.po.parse(row); err != nil {
+		return fail(err)
+	}
+	dst = append(dst, rowGood)
+	for _, f := range j.fields {
+		raw, ok := j.po.get(f)
+		if !ok {
+			dst = append(dst, 0)
+			continue
+		}
+		if !decodes(raw) {
+			if _, err := decodeJSON(raw); err != nil {
+				return fail(fmt.Errorf("field %q: %w", f, err))
+			}
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(raw))+1)
+		dst = append(dst, raw...)
+	}
+	return dst
+}
+
+// unpack binds the prepared row r: its fields' raw values to vals, and
+// decoded into obj when the machine reads them (needMap).
+func (j *etlJoin) unpack(r []byte) error {
+	if len(r) == 0 || r[0] != rowGood {
+		if len(r) > 0 {
+			r = r[1:]
+		}
+		return errors.New(string(r))
+	}
+	if j.needMap {
+		clear(j.obj)
+	}
+	r = r[1:]
+	for i, f := range j.fields {
+		n, w := binary.Uvarint(r)
+		r = r[w:]
+		if n == 0 {
+			j.vals[i] = nil
+			continue
+		}
+		raw := r[: n-1 : n-1]
+		r = r[n-1:]
+		j.vals[i] = raw
+		if j.needMap {
+			v, err := decodeJSON(raw)
+			if err != nil {
+				return fmt.Errorf("field %q: %w", f, err)
+			}
+			j.obj[f] = v
+		}
+	}
+	return nil
+}
 
 // The etl topology is a pipeline.Starter so that a join's table follows
 // the worker's assignment; without a join these do nothing.

@@ -55,9 +55,9 @@ import (
 // customer exists before it orders).
 //
 // What can go wrong: rows are held in memory, raw, in byte chunks the
-// collector need not scan (rowIndex; the etl join decodes only the fields
-// its expressions read, on each lookup): size a worker for its
-// partitions' share of the table. A table partition whose last record was removed after it
+// collector need not scan (rowIndex; the etl join keeps only the fields
+// its expressions read, checked when the row is stored): size a worker
+// for its partitions' share of the table. A table partition whose last record was removed after it
 // was read (a tombstone past delete.retention.ms at the very end of a
 // partition) leaves the log's end beyond any record: Sync waits for it,
 // gives up after tableStall, and the worker reads the table again, to the
@@ -86,6 +86,11 @@ type Table struct {
 	hashed kgo.TopicPartitioner
 	rec    kgo.Record // Get's scratch record for the partitioner
 	ahead  rowsAhead  // prefetch's notes (table_index.go)
+	// prepare, if set, turns each row into the form the table stores
+	// (the etl join's prepared rows, etl_join.go), writing into its first
+	// argument; Get then returns that form.
+	prepare  func(dst, row []byte) []byte
+	prepared []byte
 
 	rows, restored, lookups, misses atomic.Int64
 	restoring                       atomic.Int64 // ns spent in restores
@@ -296,7 +301,7 @@ func (t *Table) apply(fs kgo.Fetches) {
 		if r.Value == nil {
 			tp.rows.delete(r.Key)
 		} else {
-			tp.rows.put(r.Key, r.Value)
+			tp.rows.put(r.Key, t.stored(r.Value))
 		}
 		t.rows.Add(int64(tp.rows.len() - before))
 	})
@@ -304,6 +309,16 @@ func (t *Table) apply(fs kgo.Fetches) {
 	if t.wstats != nil {
 		t.wstats.Restored.Add(n)
 	}
+}
+
+// stored is what the table stores of row: row itself, or its prepared
+// form, valid until the next call (rowIndex.put copies it).
+func (t *Table) stored(row []byte) []byte {
+	if t.prepare == nil {
+		return row
+	}
+	t.prepared = t.prepare(t.prepared, row)
+	return t.prepared
 }
 
 func (t *Table) restoringParts() []int32 {
