@@ -264,9 +264,11 @@ type Config struct {
 	Repeat int
 	// Topology is passthrough (the default; every run judged as a copy),
 	// aggregate (judged by aggcheck.Judge), dedup (eos mode only, over
-	// distinct keys, judged as a copy: see dedup.go) or etl (modes eos, on
+	// distinct keys, judged as a copy: see dedup.go), etl (modes eos, on
 	// JSON, and eos-avro, on Avro, judged as a copy and field by field:
-	// see etl.go); wordcount has no judge here.
+	// see etl.go) or join (the etl joining a table, judged as a copy and
+	// against the table's reference: see join.go); wordcount has no judge
+	// here.
 	// The aggregate topology runs under aggcheck.Config on
 	// aggcheck.Input and is judged by aggcheck.Judge; see
 	// the package documentation.
@@ -515,7 +517,8 @@ func (c *Config) validate() error {
 	if c.Topology != "passthrough" && c.Topology != topologyAggregate && c.Topology != topologyDedup && c.Topology != topologyJoin && c.Topology != topologyETL {
 		// Every run is judged before its figures count: a copy (and a
 		// dedup of distinct keys) by verify.Run, an aggregate by
-		// aggcheck.Judge. etl and wordcount output is neither, so a run
+		// aggcheck.Judge, an etl or a join also field by field against
+		// a reference. wordcount's output has no judge here, so a run
 		// could not be told from a broken one.
 		return eos.BadConfig("bench.Config.Topology", "the bench runs the passthrough, aggregate, dedup and etl topologies and the etl join (join), whose output it can judge exactly once; %s's output has no judge here", c.Topology)
 	}
