@@ -33,12 +33,14 @@ const RepeatsOutput = "repeats"
 //	time: ts                             # event time: Unix ms or RFC 3339; omit for the record timestamp
 //	repeats: drop                        # (default) or {audit: TOPIC}: each repeat, unchanged, to TOPIC
 //	repartition: false                   # true: re-key by key first, when the input is not keyed by it
+//	format: {input: avro}                # or protobuf, json-schema: the expressions read the decoded record
 //
 // A record whose key cannot be computed (a value that is not JSON for a
 // field expression, a missing field or header, an empty key, a failing
 // expression) is dead-lettered with the reason; so is one whose event time
 // cannot be read. Passed records go to the output unchanged (key, value,
-// headers, timestamp), in input order per partition.
+// headers, timestamp), in input order per partition: on a wire-format
+// input, in the record's own bytes (format.go's unchangedPasser).
 //
 // State lives per partition (see Gate): the records of one key must reach
 // one partition. Either the input's Kafka key is the dedup key (kgo's and
@@ -222,6 +224,10 @@ func (t *Dedup) parseRepeats(d *doc, f field) error {
 	}
 	return nil
 }
+
+// passesUnchanged marks the dedup topology as one whose outputs are its
+// input records as they came: around a format, they keep their bytes.
+func (t *Dedup) passesUnchanged() {}
 
 // Declare implements pipeline.Declarer.
 func (t *Dedup) Declare() pipeline.Declaration {

@@ -13,6 +13,7 @@ import (
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/internal/wireformat"
 	"github.com/eosctl/eos/pipeline"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -79,6 +80,7 @@ type format struct {
 	in, out        wireformat.Kind // json if not given
 	reader, output wireformat.Schema
 	outputLine     *yaml.Node
+	outLine        int // format.output's line, 0 if not given
 	file           string
 }
 
@@ -135,7 +137,7 @@ func (d *doc) format(f field) (*format, error) {
 			if x.name == "input" {
 				fm.in = k
 			} else {
-				fm.out = k
+				fm.out, fm.outLine = k, x.value.Line
 			}
 		case "reader_schema":
 			readerField = &x
@@ -227,11 +229,21 @@ func withFormat[T pipeline.Transform](o Options, build func(Options) (T, error))
 	if err != nil || fm == nil {
 		return t, err
 	}
+	if _, ok := any(t).(unchangedPasser); ok && fm.out != wireformat.JSON {
+		return nil, &ConfigError{File: fm.file, Line: fm.outLine, Key: "format.output",
+			Reason: fmt.Sprintf("this topology passes each record unchanged, in its input's format (here %s): it takes no output format", fm.in)}
+	}
 	if o.CheckOnly {
 		return t, nil
 	}
 	return fm.wrap(t, o)
 }
+
+// unchangedPasser is a topology whose outputs are its input records as
+// they came (dedup): around it, the format is only how the expressions
+// read a record, and what it emits is the record's own bytes, in the
+// wire format, never the JSON they were decoded to.
+type unchangedPasser interface{ passesUnchanged() }
 
 // registerTimeout bounds the registry calls of a start.
 const registerTimeout = 30 * time.Second
@@ -260,7 +272,12 @@ func (fm *format) wrap(t pipeline.Transform, o Options) (pipeline.Transform, err
 		}
 	}
 	outWire := fm.out != wireformat.JSON
-	w.reuse = outWire && w.decl.Repartition == ""
+	_, w.unchanged = t.(unchangedPasser)
+	// The decoded JSON's buffer is reused from record to record when no
+	// output keeps it: every output encoded into a buffer of its own
+	// (output in a wire format, no repartition topic, which stays JSON),
+	// or every output the record's own bytes (unchanged).
+	w.reuse = outWire && w.decl.Repartition == "" || w.unchanged
 	// json-schema judges an output as the whole document it is: the etl
 	// need not record its fields.
 	w.whole = fm.out == wireformat.JSONSchema
@@ -333,7 +350,11 @@ type formatted struct {
 	obj   *jsonObject
 	reuse bool // the decoded JSON's buffer can be reused (see Process)
 	buf   []byte
-	fast  *avroETL // nil unless an etl reads and writes Avro
+	// unchanged: the topology passes records unchanged (unchangedPasser):
+	// its repartitioned records are in the input's format too, and each
+	// output that is the decoded record is given the record's own bytes.
+	unchanged bool
+	fast      *avroETL // nil unless an etl reads and writes Avro
 }
 
 // Declare implements pipeline.Declarer.
@@ -349,7 +370,8 @@ func (w *formatted) Process(ctx context.Context, in *pipeline.Record, out pipeli
 			return err
 		}
 	}
-	if p, ok := w.dec.(payloader); ok && !in.Repartitioned {
+	decode := w.dec != nil && (!in.Repartitioned || w.unchanged)
+	if p, ok := w.dec.(payloader); ok && decode {
 		// json-schema: the record's own JSON, validated, not copied (the
 		// record's value is not written to while the topology may alias it).
 		js, err := p.Payload(ctx, in.Value)
@@ -362,7 +384,10 @@ func (w *formatted) Process(ctx context.Context, in *pipeline.Record, out pipeli
 		orig := in.Value
 		in.Value = js
 		defer func() { in.Value = orig }()
-	} else if w.dec != nil && !in.Repartitioned {
+		if w.unchanged {
+			return w.inner.Process(ctx, in, asIs{out, js, orig})
+		}
+	} else if decode {
 		// What the topology emits may alias the JSON until the
 		// transaction's records are produced, so it gets a new buffer each
 		// time, unless every output is encoded into a buffer of its own
@@ -388,6 +413,9 @@ func (w *formatted) Process(ctx context.Context, in *pipeline.Record, out pipeli
 		orig := in.Value
 		in.Value = js
 		defer func() { in.Value = orig }()
+		if w.unchanged {
+			return w.inner.Process(ctx, in, asIs{out, js, orig})
+		}
 	}
 	if w.enc == nil {
 		return w.inner.Process(ctx, in, out)
@@ -400,6 +428,20 @@ func (w *formatted) Process(ctx context.Context, in *pipeline.Record, out pipeli
 		return deadLetterBad(w.em.err)
 	}
 	return nil
+}
+
+// asIs emits, for an output whose value is the decoded record (js), the
+// record's own bytes (orig) instead.
+type asIs struct {
+	out      pipeline.Emitter
+	js, orig []byte
+}
+
+func (a asIs) Emit(o pipeline.Output) {
+	if len(o.Value) == len(a.js) && len(o.Value) > 0 && &o.Value[0] == &a.js[0] {
+		o.Value = a.orig
+	}
+	a.out.Emit(o)
 }
 
 // payloader is a Decoder whose records carry their JSON as it is
@@ -486,6 +528,15 @@ func (w *formattedFlusher) Flush(ctx context.Context, out pipeline.Emitter) erro
 
 // Discard implements pipeline.Flusher.
 func (w *formattedFlusher) Discard() { w.inner.(pipeline.Flusher).Discard() }
+
+// Prefetch implements pipeline.Prefetcher for a topology that is one
+// (dedup: what it reads ahead, a header or the Kafka key, is the same in
+// every format).
+func (w *formattedFlusher) Prefetch(records []*kgo.Record) {
+	if p, ok := w.inner.(pipeline.Prefetcher); ok {
+		p.Prefetch(records)
+	}
+}
 
 // inputObject is where the etl topology parses its input: the decoder of
 // a formatted etl fills it directly.

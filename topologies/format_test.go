@@ -210,6 +210,7 @@ func TestFormatConfigErrorsAtTheirLine(t *testing.T) {
 		{"topology: etl\nformat:\n  input: avro\n  reader_schema: nope.avsc\n", ":4: format.reader_schema: open"},
 		{"topology: aggregate\ngroup_by: user\nwindow: {size: 1m}\naggregations: {n: count()}\nformat:\n  input: xml\n", `:6: format.input: want json, avro`},
 		{"topology: etl\nformat:\n  input: avro\n", "--schema-registry"},
+		{"topology: dedup\nkey: seq\nretention: 1h\nformat:\n  input: avro\n  output: protobuf\n  output_schema: order.proto\n", ":6: format.output: this topology passes each record unchanged, in its input's format (here avro): it takes no output format"},
 	} {
 		p := dir + "/c.yaml"
 		if err := os.WriteFile(p, []byte(c.yaml), 0o644); err != nil {
