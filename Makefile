@@ -12,7 +12,7 @@ build: ## build bin/eosctl
 
 # The packages whose tests run again against Apache Kafka (EOS_TEST_BROKER=kafka):
 # every test there that talks to a broker gets the real one.
-KAFKA_PKGS ?= ./cmd/eosctl/internal/e2e ./cmd/eosctl/internal/chaos ./internal/committed ./inspect ./metrics ./topologies
+KAFKA_PKGS ?= ./cmd/eosctl/internal/e2e ./cmd/eosctl/internal/chaos ./internal/committed ./inspect ./metrics ./topologies ./verify
 
 test: test-embedded test-kafka ## every test: the suite on the embedded broker, then again on Apache Kafka 4.4 (the README's test command)
 
