@@ -1,15 +1,18 @@
 package topologies
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/eosctl/eos/internal/committed"
 	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
@@ -316,5 +319,46 @@ func TestTableRefusesKeysOfPartitionsItDoesNotHold(t *testing.T) {
 		case p != 1 && (!errors.As(err, &dl) || dl.Reason != "join-key-partition" || !errors.Is(err, ErrKeyPartition)):
 			t.Fatalf("key %s of partition %d: got %v", k, p, err)
 		}
+	}
+}
+
+// A table topic that deletes old segments can lose rows that were
+// written once; Start says so in a warning naming the topic and its
+// policy, and not for a compacted topic or one of infinite retention.
+func TestTableWarnsOfATopicThatCanLoseRows(t *testing.T) {
+	e := newTEnv(t)
+	e.topic("ev6", 2)
+	for _, c := range []struct {
+		topic   string
+		configs map[string]*string
+		warn    bool
+	}{
+		{"cat-delete", map[string]*string{"cleanup.policy": new("delete"), "retention.ms": new("604800000")}, true},
+		{"cat-compact", map[string]*string{"cleanup.policy": new("compact")}, false},
+		{"cat-compact-delete", map[string]*string{"cleanup.policy": new("compact,delete")}, false},
+		{"cat-forever", map[string]*string{"cleanup.policy": new("delete"), "retention.ms": new("-1"), "retention.bytes": new("-1")}, false},
+	} {
+		t.Run(c.topic, func(t *testing.T) {
+			if _, _, err := admin.EnsureTopic(e.ctx, e.cl, c.topic, 2, c.configs); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			tb, err := NewTable(c.topic, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := pipeline.StartEnv{ClientOpts: e.opts, Inputs: []string{"ev6"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+			if err := tb.Start(e.ctx, env); err != nil {
+				t.Fatal(err)
+			}
+			tb.Stop()
+			warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "topic="+c.topic+" ")
+			if warned != c.warn || tb.Stats().NotCompacted != c.warn {
+				t.Fatalf("want a warning %v, got stats %+v and logs %q", c.warn, tb.Stats(), logs.String())
+			}
+			if c.warn && !strings.Contains(logs.String(), "cleanup.policy=delete") {
+				t.Fatalf("the warning does not name the policy: %q", logs.String())
+			}
+		})
 	}
 }

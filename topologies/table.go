@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,7 @@ type Table struct {
 	prepared []byte
 
 	rows, restored, lookups, misses atomic.Int64
+	notCompacted                    atomic.Bool  // see checkCompacted
 	restoring                       atomic.Int64 // ns spent in restores
 }
 
@@ -118,6 +120,10 @@ type TableStats struct {
 	// RestoreTime is the time spent restoring newly assigned partitions
 	// (from the Sync that adopted them until they were caught up).
 	RestoreTime time.Duration
+	// NotCompacted is set when Start found the table's topic neither
+	// compacted nor of infinite retention: a restore may miss rows that
+	// were written once (Start logs a warning saying so).
+	NotCompacted bool
 }
 
 // NewTable returns a Table of topic. setting names what chose the topic in
@@ -169,7 +175,37 @@ func (t *Table) Start(ctx context.Context, env pipeline.StartEnv) error {
 		return eos.BadConfig(t.setting, "%stable topic %s has %d partitions and input %s has %d: a join needs them co-partitioned (the same partition count, both keyed by the join key with Kafka's default partitioner); repartition one of them into a topic with the other's count", t.whereP(), t.topic, tn, env.Inputs[0], in)
 	}
 	t.admin, t.nparts = cl, tn
+	t.checkCompacted(pctx)
 	return nil
+}
+
+// checkCompacted warns when the table's topic can lose rows: a topic
+// whose cleanup.policy is not compact, and whose retention is finite,
+// deletes whole segments, latest rows included. A worker restoring the
+// table after that no longer has those rows, and events with their keys
+// then get the join's missing rule (dead letter, drop or null) although
+// the row was once written. A worker that keeps running still has them
+// in memory, which hides the loss until the next restart or rebalance.
+// It is a warning, not a refusal: a topic of rows all rewritten within
+// retention loses nothing. A broker that does not answer (no
+// DescribeConfigs permission, say) gets a debug line, not a failed start.
+func (t *Table) checkCompacted(ctx context.Context) {
+	c, err := admin.TopicConfigs(ctx, t.admin, t.topic, "cleanup.policy", "retention.ms", "retention.bytes")
+	if err != nil {
+		t.log.Debug("could not check the table topic's cleanup policy", "topic", t.topic, "err", err)
+		return
+	}
+	policy, ok := c["cleanup.policy"]
+	if !ok || strings.Contains(policy, "compact") {
+		return
+	}
+	ms, bytes := c["retention.ms"], c["retention.bytes"]
+	if ms == "-1" && (bytes == "" || bytes == "-1") {
+		return // deletes nothing
+	}
+	t.notCompacted.Store(true)
+	t.log.Warn("the join's table topic is not compacted: rows older than its retention are deleted with their segments, and a worker that restores the table after that treats their keys as missing; set cleanup.policy=compact on it",
+		"topic", t.topic, "cleanup.policy", policy, "retention.ms", ms, "retention.bytes", bytes)
 }
 
 // whereP prefixes an error with where the table was configured, if known.
@@ -498,7 +534,7 @@ func (t *Table) partitionOf(key []byte) int32 {
 // Stats returns the Table's counts. It is safe for concurrent use.
 func (t *Table) Stats() TableStats {
 	return TableStats{Rows: t.rows.Load(), Restored: t.restored.Load(), Lookups: t.lookups.Load(), Misses: t.misses.Load(),
-		RestoreTime: time.Duration(t.restoring.Load())}
+		RestoreTime: time.Duration(t.restoring.Load()), NotCompacted: t.notCompacted.Load()}
 }
 
 // String describes the Table, for logs.

@@ -51,6 +51,7 @@ topologies/examples/order.schema.json), registered the same way.`,
 		Example: `  eosctl produce --topic in --count 1000000
   eosctl produce --topic lines --lines README.md
   eosctl produce --topic orders --count 1000 --again    # the keys 0..999 once more
+  eosctl produce --topic catalog --count 1000 --partitions 3 --compact   # a table for an etl join
   eosctl produce --topic in --count 10000 --size 1024 --partitions 12 --rate 5000
   eosctl produce --topic orders-avro --count 1000 --format avro --schema-registry http://127.0.0.1:8081/apis/ccompat/v7
   eosctl produce --topic orders-js --count 1000 --format json-schema --schema-registry http://127.0.0.1:8081/apis/ccompat/v7
@@ -122,6 +123,7 @@ topologies/examples/order.schema.json), registered the same way.`,
 	f.StringVar(&lines, "lines", "", "write the lines of this text file (\"-\": standard input), one record each, instead of --count JSON records")
 	f.IntVar(&cfg.Size, "size", 100, "size of each record value in bytes")
 	f.Int32Var(&cfg.Partitions, "partitions", 6, "partitions if the topic is created")
+	f.BoolVar(&cfg.Compact, "compact", false, "create the topic compacted (cleanup.policy=compact), as the table of an etl join wants: its latest row of every key kept for good")
 	f.BoolVar(&cfg.Again, "again", false, "write keys 0..N-1 even if the topic holds records (a re-sending producer), instead of continuing after its highest key")
 	f.IntVar(&cfg.Rate, "rate", 0, "records per second (0: as fast as possible)")
 	f.StringVar(&format, "format", "json", "json, avro or protobuf: the same records in Avro or Protobuf, Confluent wire format, schema registered with --schema-registry; json-schema: their JSON in the wire format, validated against a registered JSON Schema")

@@ -191,3 +191,33 @@ func WaitOngoing(ctx context.Context, cl *kgo.Client, transactionalID string, wi
 	}
 	return false
 }
+
+// TopicConfigs returns the values of the named configs of topic as the
+// broker reports them (set on the topic or inherited from the broker's
+// defaults). A config the broker does not report is absent from the map.
+func TopicConfigs(ctx context.Context, cl *kgo.Client, topic string, names ...string) (map[string]string, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType = kmsg.ConfigResourceTypeTopic
+	rr.ResourceName = topic
+	rr.ConfigNames = names
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("describing the configs of topic %q: %w", topic, err)
+	}
+	if len(resp.Resources) != 1 {
+		return nil, fmt.Errorf("describing the configs of topic %q: %d resources in the answer", topic, len(resp.Resources))
+	}
+	r := resp.Resources[0]
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return nil, fmt.Errorf("describing the configs of topic %q: %w", topic, err)
+	}
+	out := make(map[string]string, len(r.Configs))
+	for _, c := range r.Configs {
+		if c.Value != nil {
+			out[c.Name] = *c.Value
+		}
+	}
+	return out, nil
+}

@@ -55,6 +55,10 @@ type Config struct {
 	// Partitions is the partition count used if the topic has to be
 	// created. An existing topic is used as it is.
 	Partitions int32
+	// Compact creates the topic with cleanup.policy=compact, as a join's
+	// table wants (its latest row of every key is kept for good). An
+	// existing topic is used as it is.
+	Compact bool
 	// Rate limits production to this many records per second; 0 means
 	// as fast as the client will go.
 	Rate int
@@ -135,7 +139,11 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 	}
 	var res Result
 	var err error
-	res.Partitions, res.Created, err = admin.EnsureTopic(ctx, cl, cfg.Topic, cfg.Partitions, nil)
+	var configs map[string]*string
+	if cfg.Compact {
+		configs = map[string]*string{"cleanup.policy": new("compact")}
+	}
+	res.Partitions, res.Created, err = admin.EnsureTopic(ctx, cl, cfg.Topic, cfg.Partitions, configs)
 	if err != nil {
 		return res, err
 	}

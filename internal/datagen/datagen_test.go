@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/admin"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -162,6 +163,26 @@ func TestProduceAgainContinuesTheKeySequence(t *testing.T) {
 	}
 	if len(seen) != 30 {
 		t.Errorf("%d distinct keys, want 30", len(seen))
+	}
+}
+
+// Compact creates the topic compacted (an etl join's table), and leaves
+// the policy of a topic it does not create alone.
+func TestProduceCompactCreatesACompactedTopic(t *testing.T) {
+	ctx := testContext(t)
+	c := newCluster(t, kfake.SeedTopics(2, "existing"))
+	cl := newClient(t, c)
+	for _, topic := range []string{"table", "plain", "existing"} {
+		if _, err := Produce(ctx, cl, Config{Topic: topic, Count: 3, Partitions: 2, Compact: topic != "plain"}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := admin.TopicConfigs(ctx, cl, topic, "cleanup.policy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{true: "compact", false: "delete"}[topic == "table"]; got["cleanup.policy"] != want {
+			t.Errorf("topic %s: cleanup.policy %q, want %q", topic, got["cleanup.policy"], want)
+		}
 	}
 }
 
