@@ -1,6 +1,13 @@
 package gctune
 
-import "testing"
+import (
+	"context"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
 
 // GOGC is raised only while the live heap is small next to the headroom, and
 // never lowered below the default nor raised without bound.
@@ -19,4 +26,41 @@ func TestPercent(t *testing.T) {
 			t.Errorf("Percent(%d MiB live, %d MiB headroom) = %d, want %d", c.live>>20, c.headroom>>20, got, c.want)
 		}
 	}
+}
+
+// A live heap that grows past a quarter of the soft limit lifts the limit
+// at the end of the next collection, not at the next tick: a join's table
+// restored in under a second made the collector run back to back against
+// the limit until the tick came.
+func TestALiveHeapGrowingPastTheLimitLiftsItAtTheNextCollection(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	prevPercent, prevLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetGCPercent(prevPercent); debug.SetMemoryLimit(prevLimit) })
+	runtime.GC()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !Start(ctx, DefaultHeadroom, time.Hour) { // the tick never comes
+		t.Fatal("Start did not start")
+	}
+	if got := debug.SetMemoryLimit(-1); got != Limit {
+		t.Fatalf("soft limit %d with a small live heap, want %d", got, Limit)
+	}
+	state := make([][]byte, 0, 80)
+	for range 80 { // 80 MiB live: past Limit/4
+		state = append(state, make([]byte, 1<<20))
+	}
+	runtime.GC()
+	deadline := time.Now().Add(5 * time.Second)
+	for debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		if time.Now().After(deadline) {
+			t.Fatalf("soft limit still %d after a collection saw %d MiB live", debug.SetMemoryLimit(-1), len(state))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if p := debug.SetGCPercent(-1); p != 100 {
+		t.Errorf("GOGC %d with a large live heap, want 100", p)
+	}
+	debug.SetGCPercent(100)
+	runtime.KeepAlive(state)
 }
