@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,6 +32,14 @@ func (s *Store) Name() string { return s.name }
 
 // Partition returns the partition the store belongs to.
 func (s *Store) Partition() int32 { return s.part.partition }
+
+// Owned reports whether the worker still holds the store's partition: it
+// turns false for good once the partition is revoked or lost (a later
+// assignment of the same partition restores a new Store). A Transform
+// that keeps its own view of a Store beyond one Process call (an index, a
+// cache) drops that view once Owned is false, or it keeps the revoked
+// partition's state in memory. Safe to call from any goroutine.
+func (s *Store) Owned() bool { return !s.part.withdrawn.Load() }
 
 // Get returns the value of key. The slice belongs to the store: do not
 // modify it; Put a new one instead.
@@ -95,8 +104,9 @@ func (r *Record) Store(name string) *Store {
 type partitionState struct {
 	set       *stateSet
 	partition int32
-	stores    []*Store // parallel to set.names
-	touched   bool     // listed in set.touched for the open transaction
+	stores    []*Store    // parallel to set.names
+	touched   bool        // listed in set.touched for the open transaction
+	withdrawn atomic.Bool // revoked, lost or reset: see Store.Owned
 }
 
 func (set *stateSet) newPartition(p int32) *partitionState {
@@ -158,6 +168,7 @@ func (set *stateSet) lookup(p int32) *partitionState {
 	if ps == nil {
 		set.tainted = fmt.Sprintf("processed a record of %s[%d] without its restored state", set.topic, p)
 		ps = set.newPartition(p)
+		ps.withdrawn.Store(true) // throwaway state, owned by nobody
 	}
 	return ps
 }
@@ -253,6 +264,9 @@ func (set *stateSet) aborted() {
 // everything from the changelog.
 func (set *stateSet) reset() {
 	set.mu.Lock()
+	for _, ps := range set.current {
+		ps.withdrawn.Store(true)
+	}
 	set.current = map[int32]*partitionState{}
 	set.restoreErr = nil
 	set.mu.Unlock()
@@ -264,6 +278,9 @@ func (set *stateSet) drop(ps []int32) {
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	for _, p := range ps {
+		if st := set.current[p]; st != nil {
+			st.withdrawn.Store(true)
+		}
 		delete(set.current, p)
 	}
 }

@@ -59,8 +59,9 @@ import (
 // dead-letter it: a dead letter rolls back the record's changes to the
 // store, but not the Gate's table, so a key admitted for a dead-lettered
 // record would be held (and changelogged) without its record having
-// passed. A partition revoked from the worker keeps its table in memory
-// until the Gate sees a record of that partition again.
+// passed. A partition revoked from the worker (its store no longer
+// pipeline.Store.Owned) is forgotten at the next Flush or Discard: its table
+// goes, and Held no longer counts it.
 type Gate struct {
 	store     string
 	retention int64 // ms
@@ -239,6 +240,7 @@ func (g *Gate) Flush() {
 	}
 	clear(g.touched)
 	g.touched = g.touched[:0]
+	g.forgetRevoked()
 }
 
 // batchName is the store key of the batch with sequence number seq.
@@ -247,12 +249,12 @@ func batchName(seq uint64) string {
 }
 
 // Held returns the number of keys the Gate holds across the partitions it
-// has seen records of. Call it on the worker's goroutine (from Process or
-// Flush). A partition revoked from the worker still counts until the Gate
-// sees a record of it again (and so a new store). A key whose retention
-// ended counts until its batch is forgotten: at most a 64th of the
-// retention later.
+// has seen records of and still holds. Call it on the worker's goroutine
+// (from Process or Flush). A partition revoked from the worker counts
+// until the next Flush or Discard. A key whose retention ended counts until
+// its batch is forgotten: at most a 64th of the retention later.
 func (g *Gate) Held() int {
+	g.forgetRevoked()
 	n := 0
 	for i, p := range g.parts {
 		if p.stale {
@@ -281,6 +283,24 @@ func (g *Gate) Discard() {
 	clear(g.touched)
 	g.touched = g.touched[:0]
 	g.last = nil
+	g.forgetRevoked()
+}
+
+// forgetRevoked drops the view of every partition whose store the worker
+// no longer holds (revoked or lost; a later assignment restores a new
+// store, which part rebuilds from), so that a worker that gave partitions
+// away to another instance frees their keys' memory. A partition the open
+// transaction touched stays until that transaction ends: Flush still
+// writes to its store, which the worker then refuses to commit.
+func (g *Gate) forgetRevoked() {
+	for p, gp := range g.parts {
+		if !gp.touched && !gp.st.Owned() {
+			delete(g.parts, p)
+			if g.last == gp {
+				g.last = nil
+			}
+		}
+	}
 }
 
 // part returns the Gate's view of partition p, rebuilt from st if it was

@@ -1,6 +1,7 @@
 package topologies
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
@@ -8,9 +9,12 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/eosctl/eos/internal/committed"
+	"github.com/eosctl/eos/internal/testenv"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -440,5 +444,87 @@ func TestDedupByHeaderHoldsAKeyForItsRetentionFromItsPass(t *testing.T) {
 	}
 	if st := tr.Stats(); st.Passed != 4 || st.Repeats != 1 {
 		t.Fatalf("stats %+v, want 4 passed, 1 repeat", st)
+	}
+}
+
+// A worker that gives partitions away in a rebalance forgets their keys:
+// each key is held by the one worker that owns its partition, so the
+// workers' KeysHeld add up to the distinct keys, and the one that gave
+// partitions away frees their memory. Before, the revoked partitions'
+// tables stayed (and counted) until a record of them came back.
+func TestDedupForgetsTheKeysOfPartitionsItGaveAway(t *testing.T) {
+	e := newTEnv(t)
+	const app, ids = "ddr", 1200
+	e.topic(app+"-in", 6)
+	cfg := writeConfig(t, app+".yaml", "topology: dedup\nkey: event_id\nretention: 24h\n")
+	type worker struct {
+		w        *pipeline.Worker
+		tr       *Dedup
+		assigned atomic.Int64 // assignments seen
+		stop     func()
+	}
+	start := func(instance string) *worker {
+		tr, err := NewDedup(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &worker{tr: tr}
+		onEvent := func(ev pipeline.Event) {
+			tr.OnEvent(ev)
+			if ev.Kind == pipeline.EventAssigned && len(ev.Partitions[app+"-in"]) > 0 {
+				x.assigned.Add(1)
+			}
+		}
+		w, err := pipeline.New(pipeline.Config{App: app, Instance: instance, Inputs: []string{app + "-in"}, Output: app + "-out",
+			CommitInterval: 20 * time.Millisecond, SessionTimeout: 4 * time.Second, ClientOpts: e.opts, OnEvent: onEvent}, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(e.ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		x.w, x.stop = w, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("worker %s: %v", instance, err)
+			}
+		}
+		return x
+	}
+	events := func(from, to int) []*kgo.Record {
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			id := "ev-" + strconv.Itoa(i)
+			rs = append(rs, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q,"seq":%d}`, id, i)})
+		}
+		return rs
+	}
+	caughtUp := func(what string) {
+		testenv.Eventually(t, 2*time.Minute, what, func() (bool, string) {
+			ok, err := committed.Check(e.ctx, e.opts, committed.Wait{Group: app, Topics: []string{app + "-in"}, Outputs: []string{app + "-out"}})
+			return err == nil && ok, fmt.Sprint(err)
+		})
+	}
+	a := start("a")
+	e.produce(app+"-in", 6, events(0, ids/2))
+	caughtUp("worker a passed the first half")
+	testenv.Eventually(t, time.Minute, "worker a holds the first half", func() (bool, string) {
+		s := a.tr.Stats()
+		return s.KeysHeld == ids/2, fmt.Sprintf("%+v", s)
+	})
+	b := start("b")
+	testenv.Eventually(t, time.Minute, "worker b was given partitions", func() (bool, string) {
+		return b.assigned.Load() > 0, ""
+	})
+	e.produce(app+"-in", 6, events(ids/2, ids))
+	caughtUp("both workers passed the second half")
+	testenv.Eventually(t, time.Minute, "each key held by one worker", func() (bool, string) {
+		sa, sb := a.tr.Stats(), b.tr.Stats()
+		return sa.KeysHeld+sb.KeysHeld == ids && sb.KeysHeld > 0, fmt.Sprintf("a %+v, b %+v", sa, sb)
+	})
+	b.stop()
+	a.stop()
+	if n := len(e.read(app + "-out")); n != ids {
+		t.Fatalf("%d records passed, want %d (each id once)", n, ids)
 	}
 }
