@@ -3,6 +3,7 @@ package topologies
 import (
 	"hash/maphash"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -144,4 +145,84 @@ func BenchmarkKeyTableAdmit(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
 	b.ReportMetric(float64(bytes)/keys, "B/key")
+}
+
+// A table doubles while it is small, grows fourfold from quadGrowthFrom
+// slots up to quadGrowthTo, then doubles again, keeping every key; a
+// resize that only clears deletion markers (the keys dropped) does not
+// grow it.
+func TestKeyTableGrowthSizes(t *testing.T) {
+	tab := newKeyTable(maphash.MakeSeed())
+	b, _ := tab.newBatch(0)
+	sizes := []int{len(tab.slots)}
+	add := func(k []byte) {
+		t.Helper()
+		if !tab.fits(b, len(k), 1) {
+			if b, _ = tab.newBatch(0); !tab.fits(b, len(k), 1) {
+				t.Fatalf("%s does not fit a new batch", k)
+			}
+		}
+		tab.add(b, k, tab.hash(k), 1)
+		if n := len(tab.slots); n != sizes[len(sizes)-1] {
+			sizes = append(sizes, n)
+		}
+	}
+	const keys = 200_000 // past 3/4 of 2^18 slots
+	for i := range keys {
+		add([]byte("k" + strconv.Itoa(i)))
+	}
+	want := []int{1 << 10, 1 << 11, 1 << 12, 1 << 13, 1 << 14, 1 << 15, 1 << 16, 1 << 18, 1 << 20}
+	if !slices.Equal(sizes, want) {
+		t.Fatalf("sizes %v, want %v", sizes, want)
+	}
+	if tab.live != keys {
+		t.Fatalf("%d keys live, want %d", tab.live, keys)
+	}
+	for i := range keys {
+		if k := []byte("k" + strconv.Itoa(i)); tab.find(k, tab.hash(k)) < 0 {
+			t.Fatalf("%s lost in growth", k)
+		}
+	}
+	// Past 2^22 slots the table doubles again: 3/4 of 2^22 keys and more
+	// take 2^23 slots, not 2^24.
+	const more = 3_200_000
+	for i := keys; i < more; i++ {
+		add([]byte("k" + strconv.Itoa(i)))
+	}
+	if want = append(want, 1<<22, 1<<23); !slices.Equal(sizes, want) {
+		t.Fatalf("sizes %v, want %v", sizes, want)
+	}
+	if tab.live != more {
+		t.Fatalf("%d keys live, want %d", tab.live, more)
+	}
+
+	// 40,000 keys in 2^16 slots, all dropped: new keys fill the table
+	// with markers and keys (fewer than growth needs), and the resize that
+	// causes keeps or shrinks it.
+	tab = newKeyTable(maphash.MakeSeed())
+	b, _ = tab.newBatch(0)
+	var held []uint32
+	for i := range 40_000 {
+		add([]byte("d" + strconv.Itoa(i)))
+		if len(held) == 0 || held[len(held)-1] != b {
+			held = append(held, b)
+		}
+	}
+	if len(tab.slots) != 1<<16 {
+		t.Fatalf("40,000 keys in %d slots, want %d", len(tab.slots), 1<<16)
+	}
+	for _, d := range held {
+		tab.drop(d)
+	}
+	b, _ = tab.newBatch(0)
+	n := 0
+	for ; tab.used > tab.live; n++ { // until a resize clears the markers
+		if n == 30_000 {
+			t.Fatalf("no resize after %d keys added to a table of markers", n)
+		}
+		add([]byte("e" + strconv.Itoa(n)))
+	}
+	if len(tab.slots) > 1<<16 || tab.live != n {
+		t.Fatalf("after a resize of markers: %d slots, %d live; want at most %d slots, %d live", len(tab.slots), tab.live, 1<<16, n)
+	}
 }
