@@ -254,7 +254,6 @@ func batchName(seq uint64) string {
 // until the next Flush or Discard. A key whose retention ended counts until
 // its batch is forgotten: at most a 64th of the retention later.
 func (g *Gate) Held() int {
-	g.forgetRevoked()
 	n := 0
 	for i, p := range g.parts {
 		if p.stale {
