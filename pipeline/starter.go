@@ -51,6 +51,10 @@ type StartEnv struct {
 	// Stats are the worker's counters; a Starter that restores a table
 	// adds the rows it read to Stats.Restored.
 	Stats *Stats
+	// Fetches counts the fetch responses the worker's client has read
+	// (see FetchClock): read after a poll, it dates that poll's records.
+	// Nil when the Starter runs outside a Worker.
+	Fetches *FetchClock
 }
 
 // starter returns the Transform's Starter, or nil.
@@ -66,7 +70,7 @@ func (w *Worker) startTransform(ctx context.Context) (func(), error) {
 	if s == nil {
 		return func() {}, nil
 	}
-	if err := s.Start(ctx, StartEnv{ClientOpts: w.cfg.ClientOpts, Logger: w.log, Inputs: w.cfg.Inputs, Stats: &w.stats}); err != nil {
+	if err := s.Start(ctx, StartEnv{ClientOpts: w.cfg.ClientOpts, Logger: w.log, Inputs: w.cfg.Inputs, Stats: &w.stats, Fetches: &w.fetches}); err != nil {
 		return nil, err
 	}
 	return s.Stop, nil

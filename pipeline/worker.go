@@ -119,9 +119,12 @@ type Worker struct {
 	t     Transform
 	log   *slog.Logger
 	stats Stats
-	col   collector
-	rec   Record
-	test  *testHooks // nil in production
+	// fetches counts the client's fetch responses, for a Starter (a
+	// hook of the client only when the Transform is one).
+	fetches FetchClock
+	col     collector
+	rec     Record
+	test    *testHooks // nil in production
 
 	lay               layout
 	state             *stateSet // nil: the Transform keeps no state
@@ -273,6 +276,9 @@ func (w *Worker) clientOpts() []kgo.Opt {
 	}
 	if w.cfg.GroupProtocol == "consumer" {
 		extra = append(extra, kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	}
+	if w.starter() != nil {
+		extra = append(extra, kgo.WithHooks(&w.fetches))
 	}
 	// The fetch bounds (FetchBounds) first: ClientOpts come after them and
 	// can raise them.

@@ -46,10 +46,12 @@ import (
 // Stats.Restored and the worker's Stats.Restored).
 //
 // Updates. Before the records of every poll are processed (Sync), the
-// table is read up to the last stable offset its partitions have at that
-// moment. So an input record is joined with a row at least as new as every
-// update committed to the table before the record was fetched, and never
-// with one committed after the poll that fetched it; a record the worker
+// table is read up to a last stable offset of its partitions listed after
+// those records were fetched: in a worker, by a background listing sent as
+// each fetch response arrives (table_ends.go), else by Sync itself. So an
+// input record is joined with a row at least as new as every update
+// committed to the table before the record was fetched (or newer: one
+// committed while the record waited to be processed); a record the worker
 // processes again after an abort or a crash is joined anew and may see a
 // newer row. "Current at its position" is exact when the table is written
 // before the events that depend on it, which is the usual order (a
@@ -87,6 +89,10 @@ type Table struct {
 	hashed kgo.TopicPartitioner
 	rec    kgo.Record // Get's scratch record for the partitioner
 	ahead  rowsAhead  // prefetch's notes (table_index.go)
+	// lister lists the table's ends in the background (table_ends.go);
+	// nil outside a worker, and Sync then lists them itself.
+	lister *endsLister
+	clock  *pipeline.FetchClock
 	// prepare, if set, turns each row into the form the table stores
 	// (the etl join's prepared rows, etl_join.go), writing into its first
 	// argument; Get then returns that form.
@@ -150,7 +156,7 @@ func (t *Table) Start(ctx context.Context, env pipeline.StartEnv) error {
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
-	t.opts, t.wstats = env.ClientOpts, env.Stats
+	t.opts, t.wstats, t.clock = env.ClientOpts, env.Stats, env.Fetches
 	if len(env.Inputs) != 1 {
 		return eos.BadConfig("pipeline.Config.Inputs", "a join with table %s reads exactly one input topic (table partition i is joined with input partition i), got %d", t.topic, len(env.Inputs))
 	}
@@ -176,6 +182,11 @@ func (t *Table) Start(ctx context.Context, env pipeline.StartEnv) error {
 	}
 	t.admin, t.nparts = cl, tn
 	t.checkCompacted(pctx)
+	if t.clock != nil {
+		t.lister = startEndsLister(t.clock, func(ctx context.Context, ps []int32) (map[int32]int64, error) {
+			return t.listOffsets(ctx, ps, -1)
+		})
+	}
 	return nil
 }
 
@@ -232,6 +243,10 @@ func (t *Table) note(parts []int32, assigned bool) {
 
 // Stop implements pipeline.Starter.
 func (t *Table) Stop() {
+	if t.lister != nil {
+		t.lister.stop()
+		t.lister = nil
+	}
 	if t.tail != nil {
 		t.tail.Close()
 		t.tail = nil
@@ -244,7 +259,8 @@ func (t *Table) Stop() {
 
 // Sync implements pipeline.Starter: it applies the assignment changes
 // noted since the last Sync (restoring new partitions) and reads every
-// owned partition up to its last stable offset now.
+// owned partition up to a last stable offset listed after the poll's
+// records were fetched (ends).
 func (t *Table) Sync(ctx context.Context) error {
 	start := time.Now()
 	if err := t.applyChanges(ctx); err != nil {
@@ -253,7 +269,7 @@ func (t *Table) Sync(ctx context.Context) error {
 	if len(t.owned) == 0 {
 		return nil
 	}
-	ends, err := t.listOffsets(ctx, slices.Collect(maps.Keys(t.owned)), -1)
+	ends, err := t.ends(ctx)
 	if err != nil {
 		return err
 	}
@@ -300,6 +316,20 @@ func (t *Table) Sync(ctx context.Context) error {
 		t.restoring.Add(int64(d))
 	}
 	return nil
+}
+
+// ends returns the last stable offsets of the owned partitions, listed
+// after the poll that Sync runs for fetched its records: from the
+// background lister when it has such a listing (table_ends.go), else
+// listed now.
+func (t *Table) ends(ctx context.Context) (map[int32]int64, error) {
+	ps := t.ownedParts()
+	if t.lister != nil {
+		if ends, ok := t.lister.ends(ctx, ps, t.clock.Now()); ok {
+			return ends, nil
+		}
+	}
+	return t.listOffsets(ctx, ps, -1)
 }
 
 // tableStall bounds how long Sync waits for the table's next record while
