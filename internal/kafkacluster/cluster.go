@@ -51,6 +51,9 @@ type Node struct {
 	cmd    *exec.Cmd
 	pid    int
 	exited chan struct{} // closed when the current process has exited
+	// logFrom are the sizes of stdout.log and server.log when the current
+	// process started: both are appended to by every start of the node.
+	logFrom [2]int64
 }
 
 // Start resolves, formats and starts a cluster, and returns once every node
@@ -122,8 +125,8 @@ func (e *PortTakenError) Error() string {
 // port it names.
 var bindFailure = regexp.MustCompile(`[^\n]*failed to bind to [^\s]*:(\d+)[^\n]*Address already in use[^\n]*`)
 
-// portTaken returns the PortTakenError of a node whose log tail reports a
-// bind failure, or nil.
+// portTaken returns the PortTakenError of a node whose log reports a bind
+// failure, or nil.
 func (c *Cluster) portTaken(n *Node, tail string) *PortTakenError {
 	m := bindFailure.FindStringSubmatch(tail)
 	if m == nil {
@@ -295,6 +298,7 @@ func (c *Cluster) startNode(n *Node) error {
 		return fmt.Errorf("kafkacluster: %w", err)
 	}
 	defer out.Close()
+	n.logFrom = [2]int64{fileSize(out.Name()), fileSize(n.LogPath())}
 	cmd := exec.Command("java", c.jvmArgs(n, c.cfg.Heap, "kafka.Kafka", n.propsPath())...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if c.cfg.Detach {
@@ -337,11 +341,13 @@ func (c *Cluster) WaitReady(ctx context.Context, within time.Duration) error {
 	for {
 		for _, n := range c.nodes {
 			if n.Exited() {
-				tail := n.logTail(200)
-				if e := c.portTaken(n, tail); e != nil {
+				// The whole log of this start: Kafka can write hundreds of
+				// lines (shutdown, config dumps) after the bind failure.
+				log := n.logSinceStart()
+				if e := c.portTaken(n, log); e != nil {
 					return e
 				}
-				return fmt.Errorf("kafkacluster: node %d exited while starting; its log (%s) ends:\n%s", n.ID, n.LogPath(), lastLines(tail, 20))
+				return fmt.Errorf("kafkacluster: node %d exited while starting; its log (%s) ends:\n%s", n.ID, n.LogPath(), lastLines(log, 20))
 			}
 		}
 		err := c.answersMetadata(ctx)
@@ -553,10 +559,31 @@ func (n *Node) stop(sig syscall.Signal, grace time.Duration) error {
 	return nil
 }
 
-func (n *Node) logTail(lines int) string {
-	b, _ := os.ReadFile(filepath.Join(n.dir, "stdout.log"))
-	s, _ := os.ReadFile(n.LogPath())
-	return lastLines(string(b)+string(s), lines)
+// logSinceStart is what the node's current process has written to
+// stdout.log and server.log.
+func (n *Node) logSinceStart() string {
+	n.mu.Lock()
+	from := n.logFrom
+	n.mu.Unlock()
+	return readFrom(filepath.Join(n.dir, "stdout.log"), from[0]) + readFrom(n.LogPath(), from[1])
+}
+
+// readFrom is the file at path from offset on ("" if it cannot be read).
+func readFrom(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || offset > int64(len(b)) {
+		return string(b)
+	}
+	return string(b[offset:])
+}
+
+// fileSize is the size of the file at path, 0 if there is none.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // freePort asks the kernel for a free TCP port on host. The port is free
