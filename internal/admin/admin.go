@@ -139,8 +139,8 @@ func Partitions(ctx context.Context, cl *kgo.Client, topic string) (int32, error
 
 // EnsureTopic creates topic with the given partition count (replication
 // factor: the broker's default) unless it exists, waits until every
-// partition has a leader, and returns the partition count and whether it
-// created the topic. An existing topic is used as it is.
+// partition has a leader that serves it, and returns the partition count
+// and whether it created the topic. An existing topic is used as it is.
 func EnsureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, configs map[string]*string) (int32, bool, error) {
 	if err := fencing.ValidateName("topic", topic); err != nil {
 		return 0, false, err
@@ -166,6 +166,9 @@ func EnsureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions i
 	}
 	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		if n, err = Partitions(ctx, cl, topic); err == nil {
+			err = servedByLeaders(ctx, cl, topic)
+		}
+		if err == nil {
 			return n, created, nil
 		}
 		select {
@@ -174,6 +177,22 @@ func EnsureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions i
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// servedByLeaders lists the end offsets of every partition of topic: on a
+// cluster, the broker that answered metadata can name a partition's leader
+// before that leader has loaded the partition, and a request to it (the
+// first produce, a listing) is then answered UNKNOWN_TOPIC_OR_PARTITION
+// for a moment. EnsureTopic waits that moment out.
+func servedByLeaders(ctx context.Context, cl *kgo.Client, topic string) error {
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("listing the offsets of topic %q: %w", topic, err)
+	}
+	return nil
 }
 
 // WaitOngoing polls the transaction coordinator until transactionalID has an
