@@ -92,7 +92,6 @@ type Table struct {
 	// lister lists the table's ends in the background (table_ends.go);
 	// nil outside a worker, and Sync then lists them itself.
 	lister *endsLister
-	clock  *pipeline.FetchClock
 	// prepare, if set, turns each row into the form the table stores
 	// (the etl join's prepared rows, etl_join.go), writing into its first
 	// argument; Get then returns that form.
@@ -156,7 +155,7 @@ func (t *Table) Start(ctx context.Context, env pipeline.StartEnv) error {
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
-	t.opts, t.wstats, t.clock = env.ClientOpts, env.Stats, env.Fetches
+	t.opts, t.wstats = env.ClientOpts, env.Stats
 	if len(env.Inputs) != 1 {
 		return eos.BadConfig("pipeline.Config.Inputs", "a join with table %s reads exactly one input topic (table partition i is joined with input partition i), got %d", t.topic, len(env.Inputs))
 	}
@@ -182,8 +181,8 @@ func (t *Table) Start(ctx context.Context, env pipeline.StartEnv) error {
 	}
 	t.admin, t.nparts = cl, tn
 	t.checkCompacted(pctx)
-	if t.clock != nil {
-		t.lister = startEndsLister(t.clock, func(ctx context.Context, ps []int32) (map[int32]int64, error) {
+	if env.Fetches != nil {
+		t.lister = startEndsLister(env.Fetches, func(ctx context.Context, ps []int32) (map[int32]int64, error) {
 			return t.listOffsets(ctx, ps, -1)
 		})
 	}
@@ -319,13 +318,13 @@ func (t *Table) Sync(ctx context.Context) error {
 }
 
 // ends returns the last stable offsets of the owned partitions, listed
-// after the poll that Sync runs for fetched its records: from the
+// after the records of the poll Sync runs for were fetched: from the
 // background lister when it has such a listing (table_ends.go), else
 // listed now.
 func (t *Table) ends(ctx context.Context) (map[int32]int64, error) {
 	ps := t.ownedParts()
 	if t.lister != nil {
-		if ends, ok := t.lister.ends(ctx, ps, t.clock.Now()); ok {
+		if ends, ok := t.lister.ends(ctx, ps); ok {
 			return ends, nil
 		}
 	}

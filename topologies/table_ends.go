@@ -89,9 +89,11 @@ func (l *endsLister) publish(r listing) {
 }
 
 // ends returns the ends of ps from a listing sent once the clock was at
-// least at need, waiting for one; false means Sync must list itself (the
-// listing failed, lacked one of ps, or ctx ended).
-func (l *endsLister) ends(ctx context.Context, ps []int32, need uint64) (map[int32]int64, bool) {
+// least where it is now (after the poll), waiting for one; false means
+// Sync must list itself (the listing failed, lacked one of ps, or ctx
+// ended).
+func (l *endsLister) ends(ctx context.Context, ps []int32) (map[int32]int64, bool) {
+	need := l.clock.Now()
 	l.mu.Lock()
 	changed := !slices.Equal(l.parts, ps)
 	if changed {
