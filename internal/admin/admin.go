@@ -240,3 +240,78 @@ func TopicConfigs(ctx context.Context, cl *kgo.Client, topic string, names ...st
 	}
 	return out, nil
 }
+
+// DeleteTopics deletes topics and waits until no broker's metadata lists any
+// of them. Kafka deletes a topic asynchronously: the controller accepts the
+// request at once, and each broker drops the topic from its metadata when it
+// applies the change, so a listing sent right after the deletion can still
+// name it. A command that promises to leave nothing behind (eosctl bench on
+// someone's cluster) must not exit before that. A topic that does not exist
+// counts as deleted. The error names every topic that could not be deleted.
+func DeleteTopics(ctx context.Context, cl *kgo.Client, topics ...string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	resps, err := kadm.NewClient(cl).DeleteTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("deleting topics %s: %w", strings.Join(topics, ", "), err)
+	}
+	var errs []error
+	for _, r := range resps.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+			errs = append(errs, fmt.Errorf("deleting topic %q: %w", r.Topic, r.Err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		left, err := listedByAnyBroker(ctx, cl, topics)
+		if err == nil && len(left) == 0 {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("still listed: %s", strings.Join(left, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the deletion of topics %s: %w (last: %w)", strings.Join(topics, ", "), ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// listedByAnyBroker asks every known broker for the metadata of topics and
+// returns those that at least one broker still lists.
+func listedByAnyBroker(ctx context.Context, cl *kgo.Client, topics []string) ([]string, error) {
+	meta, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	still := map[string]bool{}
+	for _, b := range meta.Brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = false
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+		if err != nil {
+			return nil, fmt.Errorf("asking broker %d for metadata: %w", b.NodeID, err)
+		}
+		for _, t := range resp.Topics {
+			if t.Topic != nil && t.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+				still[*t.Topic] = true
+			}
+		}
+	}
+	var left []string
+	for _, t := range topics {
+		if still[t] {
+			left = append(left, t)
+		}
+	}
+	return left, nil
+}

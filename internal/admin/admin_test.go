@@ -2,8 +2,10 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,4 +85,75 @@ func TestPingNamesAnUnsupportedSASLMechanism(t *testing.T) {
 		t.Fatalf("took %s, want within the 5s timeout", d)
 	}
 	t.Log(err)
+}
+
+// Kafka deletes topics asynchronously: a broker can list a deleted topic
+// for a while after the controller accepted the deletion. DeleteTopics
+// returns only once no broker lists any of them, so that a command that
+// cleans up after itself (eosctl bench) leaves nothing a listing can see.
+// A topic that never existed counts as deleted; one the cluster refuses to
+// delete is named in the error.
+func TestDeleteTopicsReturnsOnceNoBrokerListsThem(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(2, "a", "b", "keep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// After the deletion, one broker still lists "a" in its next 5
+	// metadata answers.
+	var deleted atomic.Bool
+	var stale atomic.Int32
+	stale.Store(5)
+	c.ControlKey(int16(kmsg.DeleteTopics), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		deleted.Store(true)
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !deleted.Load() || c.CurrentNode() != 1 || stale.Load() <= 0 {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.MetadataRequest)
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		for _, rt := range req.Topics {
+			if rt.Topic != nil && *rt.Topic == "a" {
+				stale.Add(-1)
+				st := kmsg.NewMetadataResponseTopic()
+				st.Topic = kmsg.StringPtr("a")
+				resp.Topics = append(resp.Topics, st)
+			}
+		}
+		return resp, nil, true
+	})
+	if err := DeleteTopics(ctx, cl, "a", "b", "never-existed"); err != nil {
+		t.Fatalf("deleting a, b and a topic that never existed: %v", err)
+	}
+	if n := stale.Load(); n > 0 {
+		t.Fatalf("DeleteTopics returned while broker 1 would still list topic a %d more times", n)
+	}
+
+	c.ControlKey(int16(kmsg.DeleteTopics), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.DeleteTopicsRequest)
+		resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewDeleteTopicsResponseTopic()
+			st.Topic = rt.Topic
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	err = DeleteTopics(ctx, cl, "keep")
+	if err == nil || !strings.Contains(err.Error(), `"keep"`) || !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("a refused deletion: %v, want an error naming topic keep and TOPIC_AUTHORIZATION_FAILED", err)
+	}
 }

@@ -166,7 +166,7 @@ func (b *bencher) close() {
 		defer cancel()
 		adm := kadm.NewClient(b.adm)
 		if len(b.topics) > 0 {
-			if _, err := adm.DeleteTopics(ctx, b.topics...); err != nil {
+			if err := admin.DeleteTopics(ctx, b.adm, b.topics...); err != nil {
 				b.cfg.Logger.Warn("deleting the benchmark's topics failed", "topics", b.topics, "err", err)
 			}
 		}
@@ -554,7 +554,7 @@ func (b *bencher) createTopic(ctx context.Context, topic string, keep bool) erro
 func (b *bencher) deleteTopics(topics ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := kadm.NewClient(b.adm).DeleteTopics(ctx, topics...); err != nil {
+	if err := admin.DeleteTopics(ctx, b.adm, topics...); err != nil {
 		b.cfg.Logger.Warn("deleting a run's topics failed; they are retried at the end", "topics", topics, "err", err)
 		b.topics = append(b.topics, topics...)
 	}
