@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +103,14 @@ type Config struct {
 	// (repartition, changelog) never carry it either way.
 	NoIdempotencyKey bool
 
+	// Parallelism is how many goroutines process a large poll's records
+	// when the Transform is a Forker (and keeps no Stores, holds no output
+	// and uses no repartition topic): each takes some of the poll's
+	// partitions, and the worker's goroutine then sends what they emitted.
+	// 0 means runtime.GOMAXPROCS, at most DefaultParallelism; 1 processes
+	// every record on the worker's goroutine.
+	Parallelism int
+
 	// ClientOpts carry the seed brokers and any TLS or SASL settings.
 	ClientOpts []kgo.Opt
 
@@ -133,6 +142,7 @@ type Worker struct {
 	dlqReady          bool          // the dead-letter topic exists
 	outParts          int32         // partitions of new output topics
 	sources           *sourceReader // made on the first dead letter of Sources
+	laneSet           []*lane       // processParallel's, made on first use
 
 	pace       *pacer // when transactions end
 	lastCommit time.Time
@@ -195,6 +205,9 @@ func (c *Config) check() (string, error) {
 		}
 		seen[tp] = tp
 	}
+	if c.Parallelism < 0 {
+		return "", eos.BadConfig("pipeline.Config.Parallelism", "must not be negative, got %d (0 means as many goroutines as GOMAXPROCS, 1 none besides the worker's)", c.Parallelism)
+	}
 	if c.MaxTxnRecords < 0 {
 		return "", eos.BadConfig("pipeline.Config.MaxTxnRecords", "must not be negative, got %d", c.MaxTxnRecords)
 	}
@@ -243,6 +256,9 @@ func New(cfg Config, t Transform) (*Worker, error) {
 		cfg.GroupProtocol = "classic"
 	}
 	def(&cfg.GiveUpAfter, 5*time.Minute)
+	if cfg.Parallelism == 0 {
+		cfg.Parallelism = min(runtime.GOMAXPROCS(0), DefaultParallelism)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -586,6 +602,7 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 		}
 		fs := sess.PollRecords(pollCtx, limit)
 		cancel()
+
 		if fs.IsClientClosed() {
 			return txn.ErrClosed
 		}
@@ -617,6 +634,9 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 }
 
 func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches, consumed *int) error {
+	if n := w.parallelism(fs); n > 1 {
+		return w.processParallel(ctx, sess, fs, consumed, n)
+	}
 	var err error
 	w.eachRecord(fs, func(r *kgo.Record) {
 		if err != nil {

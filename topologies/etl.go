@@ -56,6 +56,7 @@ type ETL struct {
 	reference bool
 	done      []bool // reshape's, reused
 	names     quotedNames
+	doc       *doc // the configuration, which Fork compiles again
 }
 
 type etlField struct {
@@ -85,7 +86,7 @@ func parseETL(d *doc) (*ETL, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &ETL{outputs: map[string]string{}}
+	t := &ETL{outputs: map[string]string{}, doc: d}
 	var routeField *field
 	for _, f := range fs {
 		switch f.name {
@@ -185,6 +186,25 @@ func (d *doc) outputs(f field) (map[string]string, error) {
 		out[x.name] = topic
 	}
 	return out, nil
+}
+
+// Fork implements pipeline.Forker: an etl of the same configuration,
+// compiled again so that its expressions and scratch buffers are its own,
+// that looks rows up in the same join table through a TableReader of its
+// own. The worker's Sync of the table (on t) serves the forks too.
+func (t *ETL) Fork() pipeline.Transform {
+	d := *t.doc
+	d.warn = nil // said once, by the first parse
+	f, err := parseETL(&d)
+	if err != nil {
+		panic(fmt.Sprintf("topologies: the etl configuration %s parsed once but not again: %v", d.file, err))
+	}
+	f.reference, f.shaped.on = t.reference, t.shaped.on
+	if t.join != nil {
+		j := f.join
+		j.table, j.rd, j.dropped = t.join.table, t.join.table.Reader(), t.join.dropped
+	}
+	return f
 }
 
 // Declare implements pipeline.Declarer.

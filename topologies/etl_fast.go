@@ -55,7 +55,7 @@ func (t *ETL) copied(e *expression) bool {
 // cache miss or two a record with a large table (table_index.go).
 func (t *ETL) Prefetch(records []*kgo.Record) {
 	if t.join != nil && t.join.byKey {
-		t.join.table.prefetch(records)
+		t.join.rd.prefetch(records)
 	}
 }
 

@@ -29,10 +29,11 @@ const (
 // for every later step's expressions.
 type etlJoin struct {
 	table   *Table
+	rd      *TableReader // this goroutine's (each fork has its own)
 	key     *expression
 	as      string
 	missing int
-	dropped atomic.Int64
+	dropped *atomic.Int64 // shared with the forks
 	// row is the raw row of the record being processed ("null" when it has
 	// none), for a map field that copies it whole.
 	row []byte
@@ -79,7 +80,7 @@ func (d *doc) parseJoin(f field) (*etlJoin, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &etlJoin{}
+	j := &etlJoin{dropped: new(atomic.Int64)}
 	var table string
 	for _, x := range fs {
 		switch x.name {
@@ -89,6 +90,7 @@ func (d *doc) parseJoin(f field) (*etlJoin, error) {
 					err = d.errAt(x.value, x.key, "%v", verr)
 				} else if j.table, err = NewTable(table, "topologies.Options.Config"); err == nil {
 					j.table.where = fmt.Sprintf("%s in %s:%d", x.key, d.file, x.value.Line)
+					j.rd = j.table.own
 				}
 			}
 		case "key":
@@ -222,7 +224,7 @@ func (j *etlJoin) lookup(in *pipeline.Record, env *env) (bool, error) {
 		if in.Key == nil {
 			return j.found(nil, nil, nil, env)
 		}
-		r, err := j.table.row(in.Key)
+		r, err := j.rd.row(in.Key)
 		if err != nil {
 			return false, err
 		}
@@ -238,7 +240,7 @@ func (j *etlJoin) lookup(in *pipeline.Record, env *env) (bool, error) {
 		if err != nil {
 			return false, pipeline.DeadLetter("expression-error", fmt.Errorf("%s: key gave %v (%T), want a string or a number", j.key.where, v, v))
 		}
-		if r, err = j.table.row(k); err != nil {
+		if r, err = j.rd.row(k); err != nil {
 			return false, err
 		}
 	}

@@ -86,9 +86,11 @@ type Table struct {
 	nparts int32
 	owned  map[int32]*tablePart
 	wstats *pipeline.Stats
-	hashed kgo.TopicPartitioner
-	rec    kgo.Record // Get's scratch record for the partitioner
-	ahead  rowsAhead  // prefetch's notes (table_index.go)
+	// own is Get's reader; readers are every reader made (own and the
+	// etl join's forks'), whose counts Stats adds up.
+	own       *TableReader
+	readersMu sync.Mutex
+	readers   []*TableReader
 	// lister lists the table's ends in the background (table_ends.go);
 	// nil outside a worker, and Sync then lists them itself.
 	lister *endsLister
@@ -98,9 +100,9 @@ type Table struct {
 	prepare  func(dst, row []byte) []byte
 	prepared []byte
 
-	rows, restored, lookups, misses atomic.Int64
-	notCompacted                    atomic.Bool  // see checkCompacted
-	restoring                       atomic.Int64 // ns spent in restores
+	rows, restored atomic.Int64
+	notCompacted   atomic.Bool  // see checkCompacted
+	restoring      atomic.Int64 // ns spent in restores
 }
 
 type tableChange struct {
@@ -141,8 +143,9 @@ func NewTable(topic, setting string) (*Table, error) {
 	if err := fencing.ValidateName("topic", topic); err != nil {
 		return nil, eos.BadConfig(setting, "%w", err)
 	}
-	return &Table{topic: topic, setting: setting, owned: map[int32]*tablePart{},
-		hashed: kgo.StickyKeyPartitioner(nil).ForTopic(topic)}, nil
+	t := &Table{topic: topic, setting: setting, owned: map[int32]*tablePart{}}
+	t.own = t.Reader()
+	return t, nil
 }
 
 // Topic is the table's topic.
@@ -526,43 +529,83 @@ var ErrKeyPartition = errors.New("the join key's table partition is not assigned
 // whose partition this worker does not hold is a pipeline.DeadLetter
 // ("join-key-partition") wrapping ErrKeyPartition: return it from
 // Process. The value aliases the table's copy: do not modify it. Call Get
-// only from Process, on the worker's goroutine.
+// only from Process, on the worker's goroutine (a Forker's forks each
+// use a TableReader of their own).
 func (t *Table) Get(key string) ([]byte, bool, error) {
-	r, err := t.row([]byte(key))
-	return r, r != nil, err
+	return t.own.Get(key)
+}
+
+// TableReader looks rows of a Table up for one goroutine: a Transform
+// that is a pipeline.Forker gives each fork a reader of its own, and the
+// forks then look rows up at the same time. It keeps the scratch and the
+// counts a lookup writes.
+//
+// What can go wrong: a reader is for one goroutine at a time, and only
+// between two of the Table's Syncs, never during one (the worker calls
+// Sync before it hands a poll's records to the forks, so a Process is
+// never at the same time as one).
+type TableReader struct {
+	t               *Table
+	hashed          kgo.TopicPartitioner
+	rec             kgo.Record // the partitioner's scratch record
+	ahead           rowsAhead  // prefetch's notes (table_index.go)
+	lookups, misses atomic.Int64
+}
+
+// Reader returns a new reader of t. It is safe for concurrent use.
+func (t *Table) Reader() *TableReader {
+	r := &TableReader{t: t, hashed: kgo.StickyKeyPartitioner(nil).ForTopic(t.topic)}
+	t.readersMu.Lock()
+	t.readers = append(t.readers, r)
+	t.readersMu.Unlock()
+	return r
+}
+
+// Get is Table.Get, for the reader's goroutine.
+func (r *TableReader) Get(key string) ([]byte, bool, error) {
+	v, err := r.row([]byte(key))
+	return v, v != nil, err
 }
 
 // row is Get's row, nil when there is none.
-func (t *Table) row(key []byte) ([]byte, error) {
-	p := t.partitionOf(key)
+func (r *TableReader) row(key []byte) ([]byte, error) {
+	t := r.t
+	p := r.partitionOf(key)
 	tp := t.owned[p]
 	if tp == nil {
 		return nil, pipeline.DeadLetter("join-key-partition", fmt.Errorf("key %q is in partition %d of table %s: %w (owned: %v); key the input by the join key with Kafka's default partitioner", key, p, t.topic, ErrKeyPartition, slices.Sorted(maps.Keys(t.owned))))
 	}
-	t.lookups.Add(1)
-	r, ok := tp.rows.get(key)
+	r.lookups.Add(1)
+	v, ok := tp.rows.get(key)
 	if !ok {
-		t.misses.Add(1)
+		r.misses.Add(1)
 		return nil, nil
 	}
-	if r == nil {
-		r = []byte{} // an empty value is a row (that is not JSON)
+	if v == nil {
+		v = []byte{} // an empty value is a row (that is not JSON)
 	}
-	return r, nil
+	return v, nil
 }
 
 // partitionOf is key's partition under Kafka's default partitioner.
-func (t *Table) partitionOf(key []byte) int32 {
-	if t.nparts <= 1 {
+func (r *TableReader) partitionOf(key []byte) int32 {
+	if r.t.nparts <= 1 {
 		return 0
 	}
-	t.rec.Key = key
-	return int32(t.hashed.Partition(&t.rec, int(t.nparts)))
+	r.rec.Key = key
+	return int32(r.hashed.Partition(&r.rec, int(r.t.nparts)))
 }
 
 // Stats returns the Table's counts. It is safe for concurrent use.
 func (t *Table) Stats() TableStats {
-	return TableStats{Rows: t.rows.Load(), Restored: t.restored.Load(), Lookups: t.lookups.Load(), Misses: t.misses.Load(),
+	var lookups, misses int64
+	t.readersMu.Lock()
+	for _, r := range t.readers {
+		lookups += r.lookups.Load()
+		misses += r.misses.Load()
+	}
+	t.readersMu.Unlock()
+	return TableStats{Rows: t.rows.Load(), Restored: t.restored.Load(), Lookups: lookups, Misses: misses,
 		RestoreTime: time.Duration(t.restoring.Load()), NotCompacted: t.notCompacted.Load()}
 }
 

@@ -237,8 +237,8 @@ type rowNote struct {
 // a record, one after the other, in Process. The partition is the
 // record's: with a co-partitioned input that is its key's. It changes
 // nothing a lookup could observe.
-func (t *Table) prefetch(records []*kgo.Record) {
-	a := &t.ahead
+func (rd *TableReader) prefetch(records []*kgo.Record) {
+	t, a := rd.t, &rd.ahead
 	var last *tablePart
 	lastP := int32(-1)
 	for _, r := range records {

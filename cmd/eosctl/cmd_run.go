@@ -188,6 +188,7 @@ Topologies: ` + strings.Join(topologies.Names(), ", "),
 		"how often to commit, counted from the start of the previous commit (default 100ms), or auto: the shortest interval that keeps commits under --eos-overhead-budget")
 	f.BoolVar(&idemKey, "idempotency-key", true, "add the eos-idempotency-key header to every output record (false: leave it off; only read_committed consumers are then exactly-once)")
 	f.IntVar(&cfg.MaxTxnRecords, "max-txn-records", 0, "commit once a transaction has consumed this many records (0: no limit)")
+	f.IntVar(&cfg.Parallelism, "parallelism", 0, "goroutines that process a large poll's records at once, for topologies whose records are independent (etl; the others ignore it): 0 means one per core (GOMAXPROCS), at most 4; 1 processes every record on the worker's goroutine")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	f.DurationVar(&cfg.TransactionTimeout, "transaction-timeout", 0, "transaction.timeout.ms: the coordinator aborts a transaction open longer (default 60s)")
 	f.StringVar(&events, "events", "", `write lifecycle events (started, committed, aborted, reinit, fenced, stopped) as JSON lines to this file, or "-" for stdout`)

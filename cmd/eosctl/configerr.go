@@ -20,6 +20,7 @@ var settingFlags = map[string]string{
 	"pipeline.Config.Outputs":            "--config (its outputs)",
 	"pipeline.Config.DLQ":                "--dlq",
 	"pipeline.Config.MaxTxnRecords":      "--max-txn-records",
+	"pipeline.Config.Parallelism":        "--parallelism",
 	"pipeline.Config.GroupProtocol":      "--group-protocol",
 	"pipeline.Config.OverheadBudget":     "--eos-overhead-budget",
 	"pipeline.Config.MaxCommitInterval":  "--max-commit-interval",
