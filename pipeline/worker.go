@@ -13,6 +13,7 @@ import (
 	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/admin"
+	"github.com/eosctl/eos/internal/pollsize"
 	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -145,6 +146,7 @@ type Worker struct {
 	laneSet           []*lane       // processParallel's, made on first use
 
 	pace       *pacer // when transactions end
+	polls      pollsize.Sizer
 	lastCommit time.Time
 	// reinit paces re-initialisations since the first failure after the
 	// last commit (reopen).
@@ -596,7 +598,7 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 			cancel()
 			pollCtx, cancel = context.WithDeadline(ctx, w.pace.deadline(sess.Began()))
 		}
-		limit := 10000
+		limit := w.polls.Limit(w.pace.interval())
 		if m := w.cfg.MaxTxnRecords; m > 0 {
 			limit = max(1, min(limit, m-consumed))
 		}
@@ -621,9 +623,11 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 			}
 			return err
 		}
+		began := time.Now()
 		if err := w.process(ctx, sess, fs, &consumed); err != nil {
 			return err
 		}
+		w.polls.Observe(fs.NumRecords(), time.Since(began))
 		if sess.InTxn() && (w.pace.due(sess.Began()) || w.cfg.MaxTxnRecords > 0 && consumed >= w.cfg.MaxTxnRecords) {
 			if err := w.end(ctx, sess, consumed); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/pollsize"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -37,7 +38,9 @@ type BareConfig struct {
 //   - every polled record produced as it is (key, value, headers,
 //     timestamp) to the same partition number of Output;
 //   - End(TryCommit) once the transaction has been open CommitInterval,
-//     counted from its first record.
+//     counted from its first record;
+//   - polls sized as the worker's are (internal/pollsize), so that both
+//     take whole buffered fetches alike.
 //
 // It is what eos's engine is measured against (ModeBare):
 // the floor of what exactly-once costs through franz-go on a given cluster,
@@ -80,6 +83,7 @@ type bare struct {
 	id       string
 	began    time.Time // first record of the open transaction; zero if none
 	consumed int
+	polls    pollsize.Sizer // as the worker's
 }
 
 func (b *bare) loop(ctx context.Context, s *kgo.GroupTransactSession) error {
@@ -91,8 +95,9 @@ func (b *bare) loop(ctx context.Context, s *kgo.GroupTransactSession) error {
 		if !b.began.IsZero() {
 			pctx, cancel = context.WithDeadline(ctx, b.began.Add(b.cfg.CommitInterval))
 		}
-		fs := s.PollRecords(pctx, 10000)
+		fs := s.PollRecords(pctx, b.polls.Limit(b.cfg.CommitInterval))
 		cancel()
+		polled := time.Now()
 		if fs.IsClientClosed() {
 			return errors.New("bare: client closed")
 		}
@@ -123,6 +128,7 @@ func (b *bare) loop(ctx context.Context, s *kgo.GroupTransactSession) error {
 		if berr != nil {
 			return fmt.Errorf("bare: beginning a transaction: %w", berr)
 		}
+		b.polls.Observe(fs.NumRecords(), time.Since(polled))
 		if !b.began.IsZero() && time.Since(b.began) >= b.cfg.CommitInterval {
 			// Not ctx: canceling an End in flight leaves the client in
 			// an invalid state (kgo's documentation), and a stop signal

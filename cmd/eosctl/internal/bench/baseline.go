@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eosctl/eos"
+	"github.com/eosctl/eos/internal/pollsize"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -107,6 +108,7 @@ type baseline struct {
 	lastStart time.Time // when the last commit started
 	consumed  int
 	produced  int
+	polls     pollsize.Sizer // as the worker's
 
 	mu      sync.Mutex
 	prodErr error
@@ -121,8 +123,9 @@ func (b *baseline) loop(ctx context.Context) error {
 		if !b.began.IsZero() {
 			pollCtx, cancel = context.WithDeadline(ctx, b.deadline())
 		}
-		fs := b.cl.PollRecords(pollCtx, 10000)
+		fs := b.cl.PollRecords(pollCtx, b.polls.Limit(b.cfg.CommitInterval))
 		cancel()
+		polled := time.Now()
 		if fs.IsClientClosed() {
 			return errors.New("baseline: client closed")
 		}
@@ -149,6 +152,7 @@ func (b *baseline) loop(ctx context.Context) error {
 		if perr != nil {
 			return perr
 		}
+		b.polls.Observe(fs.NumRecords(), time.Since(polled))
 		if !b.began.IsZero() && !time.Now().Before(b.deadline()) {
 			// Not ctx: a stop signal arriving mid-commit must not fail
 			// the commit, which the shutdown path would redo anyway.
