@@ -128,6 +128,35 @@ func Example_flusher() {
 	// Output: 10
 }
 
+// toCelsius converts Fahrenheit readings. Its Process depends on the
+// record alone, so it is a Forker: each fork gets its own scratch buffer,
+// and the worker processes large polls on several goroutines.
+type toCelsius struct{ buf []byte }
+
+func (t *toCelsius) Fork() pipeline.Transform { return &toCelsius{} }
+
+func (t *toCelsius) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
+	f, err := strconv.ParseFloat(string(in.Value), 64)
+	if err != nil {
+		return pipeline.DeadLetter("not-a-number", err)
+	}
+	t.buf = strconv.AppendFloat(t.buf[:0], (f-32)*5/9, 'f', 1, 64)
+	out.Emit(pipeline.Output{Key: in.Key, Value: append([]byte(nil), t.buf...)})
+	return nil
+}
+
+// A Forker's outputs come out in offset order, whichever goroutine
+// processed each record.
+func Example_forker() {
+	var in []string
+	for f := range 1000 {
+		in = append(in, strconv.Itoa(f))
+	}
+	out := copyThrough(&toCelsius{}, in...)
+	fmt.Println(len(out), out[32], out[212], out[999])
+	// Output: 1000 0.0 100.0 537.2
+}
+
 // copyThrough runs tr over values (keyed by themselves, one partition) on
 // an embedded broker until they are all committed, and returns the output
 // as a read_committed consumer sees it.

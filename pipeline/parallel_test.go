@@ -60,6 +60,20 @@ func (f *forking) Process(_ context.Context, in *pipeline.Record, out pipeline.E
 	return nil
 }
 
+// embedded starts an embedded broker for the test and returns a context
+// ending a minute later and the options to reach the broker.
+func embedded(t *testing.T) (context.Context, []kgo.Opt) {
+	t.Helper()
+	b, err := broker.Start(broker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx, []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
+}
+
 // produceBacklog writes n records, values 0..n-1, round robin over the
 // partitions of topic, before any worker runs, so that polls are large.
 func produceBacklog(t *testing.T, ctx context.Context, opts []kgo.Opt, topic string, parts int32, n int) {
@@ -104,14 +118,7 @@ func readCommittedRecords(t *testing.T, ctx context.Context, opts []kgo.Opt, wan
 // outputs exactly once and in offset order within its partition, the
 // records it rejects dead-lettered exactly once, and nothing else.
 func TestForkedProcessingCommitsEveryRecordsOutputsOnceInOffsetOrder(t *testing.T) {
-	b, err := broker.Start(broker.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
+	ctx, opts := embedded(t)
 	const n, parts = 30000, 4
 	produceBacklog(t, ctx, opts, "in", parts, n)
 
@@ -198,14 +205,7 @@ func TestForkedProcessingCommitsEveryRecordsOutputsOnceInOffsetOrder(t *testing.
 // worker with an error naming the record, as on the worker's goroutine,
 // and nothing of its transaction is committed.
 func TestAForkFailingARecordStopsTheWorkerNamingIt(t *testing.T) {
-	b, err := broker.Start(broker.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	opts := []kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}
+	ctx, opts := embedded(t)
 	const n, failAt = 20000, 15001
 	produceBacklog(t, ctx, opts, "in", 2, n)
 

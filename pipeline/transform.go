@@ -13,8 +13,10 @@
 // in memory, changelogged in the same transaction as its outputs and
 // restored on every assignment (state.go, restore.go); emit to named outputs
 // and through a repartition topic (declare.go); and reject records it cannot
-// handle to a dead-letter topic (DeadLetter); and hold output back until
-// the commit (Flusher). examples/fraud is a complete
+// handle to a dead-letter topic (DeadLetter); hold output back until
+// the commit (Flusher); and, if its records are independent of each
+// other, have large polls processed on several goroutines (Forker).
+// examples/fraud is a complete
 // stateful processor built on this API.
 package pipeline
 

@@ -47,23 +47,9 @@ func TestForkedJoinGivesEachEventItsRowExactlyOnce(t *testing.T) {
 	if n := len(tr.join.table.readers); n < 2 {
 		t.Fatalf("the table has %d reader(s): the etl was never forked, so this test proves nothing", n)
 	}
-	seen := map[int]bool{}
-	for _, r := range e.read("ev-out") {
-		v := decode(t, r.Value)
-		seq := int(v["seq"].(float64))
-		if seen[seq] {
-			t.Fatalf("event %d joined twice", seq)
-		}
-		seen[seq] = true
-		row := want[string(r.Key)]
-		if row == nil {
-			t.Fatalf("event %d (sku %s, which has no row) was joined: %s", seq, r.Key, r.Value)
-		}
-		item := decode(t, row)
-		if v["price"] != item["price"] || v["name"] != item["name"] {
-			t.Fatalf("event %d (sku %s) joined %s, want the row %s", seq, r.Key, r.Value, row)
-		}
-	}
+	seen := joinedEvents(e, "ev-out", want, func(v, item map[string]any) bool {
+		return v["price"] == item["price"] && v["name"] == item["name"]
+	})
 	dead := e.deadLetters("forked-dlq", "etl", "ev")
 	for i, r := range in {
 		joined, dl := seen[i], dead[fmt.Sprintf("%d/%d", r.Partition, r.Offset)] != ""

@@ -94,23 +94,9 @@ func TestJoinGivesEachEventTheRowCurrentAtItsPosition(t *testing.T) {
 	if w.Stats().Aborted.Load() == 0 {
 		t.Fatal("no transaction aborted; the test needs some")
 	}
-	seen := map[int]bool{}
-	for _, r := range e.read("ev-out") {
-		v := decode(t, r.Value)
-		seq := int(v["seq"].(float64))
-		if seen[seq] {
-			t.Fatalf("event %d joined twice", seq)
-		}
-		seen[seq] = true
-		row := want[string(r.Key)]
-		if row == nil {
-			t.Fatalf("event %d (sku %s, which has no row) was joined: %s", seq, r.Key, r.Value)
-		}
-		item := decode(t, row)
-		if v["price"] != item["price"] || fmt.Sprint(v["item"]) != fmt.Sprint(item) {
-			t.Fatalf("event %d (sku %s) joined %s, want the row %s", seq, r.Key, r.Value, row)
-		}
-	}
+	seen := joinedEvents(e, "ev-out", want, func(v, item map[string]any) bool {
+		return v["price"] == item["price"] && fmt.Sprint(v["item"]) == fmt.Sprint(item)
+	})
 	dead := e.deadLetters("join-dlq", "etl", "ev")
 	for at, reason := range dead {
 		if reason != "join-missing" {
@@ -127,6 +113,32 @@ func TestJoinGivesEachEventTheRowCurrentAtItsPosition(t *testing.T) {
 	if s.Rows != int64(len(want)) || s.Restored != int64(len(table)) {
 		t.Fatalf("join stats %+v: want %d rows from %d table records", s, len(want), len(table))
 	}
+}
+
+// joinedEvents reads the joined events of topic (each has a seq) and fails
+// the test for an event joined twice, one joined although its sku has no
+// row in want, or one whose value joinedAs does not accept as joined with
+// its sku's row; it returns the seqs it read.
+func joinedEvents(e *tenv, topic string, want map[string][]byte, joinedAs func(v, row map[string]any) bool) map[int]bool {
+	t := e.t
+	t.Helper()
+	seen := map[int]bool{}
+	for _, r := range e.read(topic) {
+		v := decode(t, r.Value)
+		seq := int(v["seq"].(float64))
+		if seen[seq] {
+			t.Fatalf("event %d joined twice", seq)
+		}
+		seen[seq] = true
+		row := want[string(r.Key)]
+		if row == nil {
+			t.Fatalf("event %d (sku %s, which has no row) was joined: %s", seq, r.Key, r.Value)
+		}
+		if !joinedAs(v, decode(t, row)) {
+			t.Fatalf("event %d (sku %s) joined %s, want the row %s", seq, r.Key, r.Value, row)
+		}
+	}
+	return seen
 }
 
 // The table follows the group's assignment: a second worker joins while
