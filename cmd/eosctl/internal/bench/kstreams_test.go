@@ -37,12 +37,17 @@ import (
 // real Apache Kafka only.
 func TestKStreamsModeRunsBesideEOSOnApacheKafkaOnly(t *testing.T) {
 	cfg := Config{
-		Modes:           []Mode{ModeEOS, ModeKStreams, ModeJavaLoop, ModeJavaLoopDefaults},
-		Threads:         []int{2},
-		WarmupRecords:   5_000,
-		Intervals:       []Interval{{Fixed: 100 * time.Millisecond}},
-		Sizes:           []int{100},
-		Records:         20_000,
+		Modes:         []Mode{ModeEOS, ModeKStreams, ModeJavaLoop, ModeJavaLoopDefaults},
+		Threads:       []int{2},
+		WarmupRecords: 5_000,
+		Intervals:     []Interval{{Fixed: 100 * time.Millisecond}},
+		Sizes:         []int{100},
+		// Long enough a drain for every mode's CPU to be measured: a JVM's
+		// is counted from when its "started" line is read, and the Java
+		// loop drains 20,000 records in about 40 ms, within the 10 ms
+		// ticks of /proc and the delay of reading that line on a busy
+		// machine (a CI run read 0 CPU s for it).
+		Records:         200_000,
 		Partitions:      3,
 		Repeat:          1,
 		LatencyRate:     500,
