@@ -1,7 +1,10 @@
 package supervise
 
 import (
+	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +47,14 @@ echo ready; exec sleep 30`
 	}
 	if cpu := p.CPU(); cpu <= 0 {
 		t.Errorf("CPU %v after a busy loop, want > 0", cpu)
+	}
+	// The shell execs sleep right after "ready": measured during the
+	// exec, RSS can be the shell's and the peak the new image's (a CI
+	// run read 1769472 and 4096). Measure sleep itself.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.PID())); strings.TrimSpace(string(comm)) == "sleep" {
+			break
+		}
 	}
 	if rss, peak := p.RSS(), p.PeakRSS(); rss <= 0 || peak < rss {
 		t.Errorf("RSS %d, peak RSS %d: want 0 < RSS <= peak", rss, peak)
