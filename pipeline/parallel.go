@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/eosctl/eos/internal/txn"
@@ -169,7 +168,7 @@ func (l *lane) run(ctx context.Context) {
 				l.res = append(l.res, laneResult{control: true})
 				continue
 			}
-			l.rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+			l.rec = recordOf(r)
 			l.col.reset(nil, &l.rec)
 			err := l.t.Process(ctx, &l.rec, &l.col)
 			if l.col.err != nil {
@@ -195,7 +194,7 @@ func (w *Worker) sendLane(ctx context.Context, sess *txn.Session, l *lane, consu
 	for _, p := range l.parts {
 		for _, r := range p.Records {
 			if i == len(l.res) {
-				return nil // the lane stopped; its error was returned
+				return nil // not reached: a lane stops after the result of its failing record, which returns above
 			}
 			res := l.res[i]
 			i++
@@ -209,10 +208,10 @@ func (w *Worker) sendLane(ctx context.Context, sess *txn.Session, l *lane, consu
 				*consumed++
 				continue
 			}
-			w.rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+			w.rec = recordOf(r)
 			if err := w.deadLetter(ctx, sess, r, 0, res.err); err != nil {
 				w.abort(ctx, sess)
-				return &fatalError{fmt.Errorf("transform failed on %s[%d]@%d; the record was not committed and will be processed again on restart: %w", r.Topic, r.Partition, r.Offset, err)}
+				return transformFailed(r, err)
 			}
 			*consumed++
 		}

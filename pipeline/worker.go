@@ -106,8 +106,8 @@ type Config struct {
 
 	// Parallelism is how many goroutines process a large poll's records
 	// when the Transform is a Forker (and keeps no Stores, holds no output
-	// and uses no repartition topic): each takes some of the poll's
-	// partitions, and the worker's goroutine then sends what they emitted.
+	// and uses no repartition topic): each takes a run of the poll's
+	// records, and the worker's goroutine then sends what they emitted.
 	// 0 means runtime.GOMAXPROCS, at most DefaultParallelism; 1 processes
 	// every record on the worker's goroutine.
 	Parallelism int
@@ -604,7 +604,6 @@ func (w *Worker) runSession(ctx context.Context, sess *txn.Session) error {
 		}
 		fs := sess.PollRecords(pollCtx, limit)
 		cancel()
-
 		if fs.IsClientClosed() {
 			return txn.ErrClosed
 		}
@@ -659,16 +658,26 @@ func (w *Worker) process(ctx context.Context, sess *txn.Session, fs kgo.Fetches,
 			// end would leave the group's lag above zero forever).
 			return
 		}
-		w.rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+		w.rec = recordOf(r)
 		if perr := w.processOne(ctx, sess, r); perr != nil {
-			err = fmt.Errorf("transform failed on %s[%d]@%d; the record was not committed and will be processed again on restart: %w", r.Topic, r.Partition, r.Offset, perr)
 			w.abort(ctx, sess)
-			err = &fatalError{err}
+			err = transformFailed(r, perr)
 			return
 		}
 		*consumed++
 	})
 	return err
+}
+
+// recordOf is the Record a Transform sees for the fetched record r.
+func recordOf(r *kgo.Record) Record {
+	return Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+}
+
+// transformFailed is the error that stops the worker when the Transform
+// failed r with err (not a dead letter).
+func transformFailed(r *kgo.Record, err error) error {
+	return &fatalError{fmt.Errorf("transform failed on %s[%d]@%d; the record was not committed and will be processed again on restart: %w", r.Topic, r.Partition, r.Offset, err)}
 }
 
 // end commits (or, under a test's abort fraction, aborts) the open
