@@ -24,13 +24,18 @@ const (
 // IsFenced reports whether err is one of the errors by which Kafka tells a
 // zombie it has been replaced, and which fence it is. A fenced worker must
 // stop: retrying would at best fight its replacement and at worst commit
-// stale work. A stale group generation on its own (ILLEGAL_GENERATION) is not
-// a fence: it is the normal outcome of committing across a rebalance, and
-// the transaction is aborted and redone by the same, still valid, producer.
+// stale work. A FencedError is a fence whatever Kafka error revealed it (a
+// commit the coordinator had already aborted answers INVALID_TXN_STATE). A
+// stale group generation on its own (ILLEGAL_GENERATION) is not a fence: it
+// is the normal outcome of committing across a rebalance, and the
+// transaction is aborted and redone by the same, still valid, producer.
 func IsFenced(err error) (Reason, bool) {
+	var fe *FencedError
 	switch {
 	case err == nil:
 		return "", false
+	case errors.As(err, &fe):
+		return fe.Reason, true
 	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
 		return ReasonProducerEpoch, true
 	case errors.Is(err, kerr.FencedInstanceID):

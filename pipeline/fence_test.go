@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosctl/eos"
 	"github.com/eosctl/eos/broker"
+	"github.com/eosctl/eos/fencing"
 	"github.com/eosctl/eos/internal/testbroker"
 	"github.com/eosctl/eos/pipeline"
 	"github.com/eosctl/eos/verify"
@@ -173,4 +175,100 @@ func TestFenceCheckLooksAgainWhenTheGroupDoesNotAnswer(t *testing.T) {
 	if refusedDescribes.Load() == 0 {
 		t.Fatal("no DescribeGroups was refused: the check never met a silent group")
 	}
+}
+
+// Under KIP-890 a commit that reaches the coordinator just after it aborted
+// the transaction (for a replacement's InitProducerId) is answered
+// INVALID_TXN_STATE. A zombie that took that for an unknown outcome
+// re-initialised its producer, which fenced its own replacement: on Apache
+// Kafka 4.4 the new instance exited 3 and the zombie ran on. Here the
+// broker answers one commit so while the group lists another member for
+// this instance: the worker must stop fenced, without re-initialising.
+func TestAZombieWhoseCommitWasAbortedForItsReplacementStopsFenced(t *testing.T) {
+	d := newFenceDrill(t)
+	c := d.b.Cluster()
+	c.ControlKey(kmsg.EndTxn.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if req := kreq.(*kmsg.EndTxnRequest); !req.Commit || d.armed.Load() == 0 || !d.struck.CompareAndSwap(0, 1) {
+			return nil, nil, false
+		}
+		resp := kreq.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	c.ControlKey(kmsg.DescribeGroups.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if d.struck.Load() == 0 {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.DescribeGroupsRequest)
+		resp := kreq.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, g := range req.Groups {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.State, rg.ProtocolType, rg.Protocol = g, "Stable", "consumer", "cooperative-sticky"
+			m := kmsg.NewDescribeGroupsResponseGroupMember()
+			m.MemberID, m.InstanceID = "replacement-member", kmsg.StringPtr("zombie-0")
+			rg.Members = append(rg.Members, m)
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp, nil, true
+	})
+	d.produce(0, 1000)
+	var reinits atomic.Int64
+	w, err := pipeline.New(pipeline.Config{
+		App: "zombie", Instance: "0", Inputs: []string{"in"}, Output: "out",
+		CommitInterval: 20 * time.Millisecond, MaxTxnRecords: 100,
+		TransactionTimeout: 10 * time.Second, SessionTimeout: 10 * time.Second,
+		ClientOpts: d.conn.Opts,
+		OnEvent: func(e pipeline.Event) {
+			switch e.Kind {
+			case pipeline.EventCommitted:
+				d.armed.Store(1)
+			case pipeline.EventReinit:
+				reinits.Add(1)
+			}
+		},
+	}, pipeline.TransformFunc(func(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
+		out.Emit(pipeline.Output{Key: in.Key, Value: in.Value})
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.TransactionalID() != "zombie-0" {
+		t.Fatalf("transactional.id %q: the forged group lists the wrong instance", w.TransactionalID())
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(d.conn.Ctx) }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the worker did not stop (struck %d, re-initialised %d times)", d.struck.Load(), reinits.Load())
+	}
+	if d.struck.Load() == 0 {
+		t.Fatalf("the worker stopped before any commit was answered INVALID_TXN_STATE: %v", err)
+	}
+	var fe *fencing.FencedError
+	if !errors.As(err, &fe) || !errors.Is(err, eos.ErrFenced) || !errors.Is(err, kerr.InvalidTxnState) || reinits.Load() != 0 {
+		t.Fatalf("the zombie returned %v after re-initialising %d times; want a FencedError and no re-initialisation", err, reinits.Load())
+	}
+}
+
+// The same answer with the group still listing this instance as itself is
+// the coordinator's abort of a transaction that outlived
+// transaction.timeout.ms: the worker re-initialises in place and goes on
+// exactly once.
+func TestWorkerWhoseCommitWasAbortedByItsOwnTimeoutReinitialisesInPlace(t *testing.T) {
+	d := newFenceDrill(t)
+	c := d.b.Cluster()
+	c.ControlKey(kmsg.EndTxn.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if req := kreq.(*kmsg.EndTxnRequest); !req.Commit || d.armed.Load() == 0 || !d.struck.CompareAndSwap(0, 1) {
+			return nil, nil, false
+		}
+		resp := kreq.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	d.run("timedout", "a commit answered INVALID_TXN_STATE")
 }

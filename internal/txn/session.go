@@ -10,6 +10,7 @@ import (
 
 	"github.com/eosctl/eos/fencing"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -69,7 +70,7 @@ func Open(ctx context.Context, id string, log *slog.Logger, opts ...kgo.Opt) (*S
 	if err != nil {
 		s.Close()
 		if Classify(err) == Fenced {
-			return nil, sess.fenced(ctx, err)
+			return nil, sess.fenced(ctx, err, "")
 		}
 		return nil, fmt.Errorf("txn: initialising producer for transactional.id %q: %w", id, Denied(err, "WRITE", "TransactionalId", id))
 	}
@@ -201,10 +202,24 @@ func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 	if err != nil {
 		switch Classify(err) {
 		case Fenced:
-			return res, s.fenced(ctx, err)
+			return res, s.fenced(ctx, err, "")
 		case Auth:
 			err = Denied(Denied(err, "WRITE", "TransactionalId", s.id), "READ", "Group", s.group())
 			return res, fmt.Errorf("txn: ending transaction of %q: %w", s.id, err)
+		}
+		if commit && errors.Is(err, kerr.InvalidTxnState) {
+			// Under KIP-890 the coordinator that aborts a transaction
+			// bumps the epoch, and then takes an EndTxn from the epoch
+			// before for a retry of the abort: a commit meets
+			// INVALID_TXN_STATE, not PRODUCER_FENCED. So the outcome is
+			// known, aborted, and the abort came from a replacement's
+			// InitProducerId or from transaction.timeout.ms: the two
+			// causes of a producer-epoch fence, which the worker tells
+			// apart by asking the group. Re-initialising at once, as for
+			// an unknown outcome, fenced the replacement instead (seen on
+			// Apache Kafka 4.4: the new instance exited 3, the zombie
+			// ran on).
+			return res, s.fenced(ctx, err, fencing.ReasonProducerEpoch)
 		}
 		// ctx running out is no exception: a process paused past
 		// it (a GC pause, SIGSTOP) wakes up to a deadline that says
@@ -220,7 +235,7 @@ func (s *Session) End(ctx context.Context, commit bool) (Result, error) {
 		// As a FencedError it gets the same look as a fence met by the
 		// EndTxn, which tells the two apart; a bare error stopped
 		// workers whose transaction had merely timed out.
-		return res, s.fenced(ctx, prodErr)
+		return res, s.fenced(ctx, prodErr, "")
 	case prodErr != nil && Classify(prodErr) != Unknown:
 		// Aborted; a refused or invalid write will be refused again.
 		return res, fmt.Errorf("txn: transaction of %q aborted: %w", s.id, prodErr)
@@ -248,9 +263,12 @@ func (s *Session) refreshProducer(ctx context.Context) {
 }
 
 // fenced builds the FencedError, asking the coordinator for the epoch that
-// replaced ours. The lookup is best effort and bounded.
-func (s *Session) fenced(ctx context.Context, cause error) error {
-	reason, _ := fencing.IsFenced(cause)
+// replaced ours. The lookup is best effort and bounded. reason is the
+// fence's, or "" for the one cause names.
+func (s *Session) fenced(ctx context.Context, cause error, reason fencing.Reason) error {
+	if reason == "" {
+		reason, _ = fencing.IsFenced(cause)
+	}
 	fe := &fencing.FencedError{
 		TransactionalID: s.id, Reason: reason,
 		ProducerID: s.producerID, Epoch: s.epoch, CurrentEpoch: -1, Err: cause,

@@ -50,6 +50,47 @@ func TestEndReturnsAFencedErrorForAProduceRefusedForItsEpoch(t *testing.T) {
 	}
 }
 
+// Under KIP-890 a coordinator that has aborted a transaction (for a
+// replacement's InitProducerId, or for transaction.timeout.ms) has bumped
+// the epoch, and takes a commit from the epoch before for a retry of that
+// abort: it answers INVALID_TXN_STATE. End must hand that back as a
+// producer-epoch *fencing.FencedError, for the worker's look at the group,
+// not as an unknown outcome: re-initialising at once fenced the replacement
+// (Apache Kafka 4.4). An abort answered so stays an unknown outcome.
+func TestEndTakesACommitTheCoordinatorHadAbortedForAFence(t *testing.T) {
+	c := newCluster(t)
+	var refused atomic.Int32
+	c.ControlKey(kmsg.EndTxn.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		refused.Add(1)
+		resp := kreq.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	ctx, s := openSession(t, c)
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.Produce(&kgo.Record{Topic: "out", Value: []byte("v")})
+	_, err := s.End(ctx, true)
+	if refused.Load() == 0 {
+		t.Fatal("the broker answered no EndTxn: the test proved nothing")
+	}
+	var fe *fencing.FencedError
+	if !errors.As(err, &fe) || fe.Reason != fencing.ReasonProducerEpoch || !errors.Is(err, kerr.InvalidTxnState) || Classify(err) != Fenced {
+		t.Fatalf("a commit answered INVALID_TXN_STATE returned %v (%T, class %v), want a producer-epoch *fencing.FencedError", err, err, Classify(err))
+	}
+
+	ctx, s = openSession(t, c)
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.Produce(&kgo.Record{Topic: "out", Value: []byte("v")})
+	if _, err := s.End(ctx, false); !errors.Is(err, ErrOutcomeUnknown) || Classify(err) != Unknown {
+		t.Fatalf("an abort answered INVALID_TXN_STATE returned %v (class %v), want an unknown outcome", err, Classify(err))
+	}
+}
+
 // A commit's time is split between waiting for its records (the flush) and
 // the offset commit and EndTxn: with the broker holding the produce for
 // 300ms and answering the rest at once, FlushDuration is those 300ms and
