@@ -528,3 +528,46 @@ func TestDedupForgetsTheKeysOfPartitionsItGaveAway(t *testing.T) {
 		t.Fatalf("%d records passed, want %d (each id once)", n, ids)
 	}
 }
+
+// The dedup topology is a pipeline.PartitionForker: from a backlog, the
+// worker hands whole partitions of each large poll to forks, which admit
+// keys into the tables they share and forget expired batches (deleting
+// them from the store) at the same time. Through a fifth of the
+// transactions aborted, and a restart that rebuilds the tables from the
+// changelog inside the forks, every record is judged as the reference
+// judges it, one partition at a time.
+func TestDedupForksJudgeEveryRecordAsOneGoroutineWould(t *testing.T) {
+	e := newTEnv(t)
+	const app, retention = "ddf", "3s"
+	evs := genDedup(6000, 13)
+	rs := make([]*kgo.Record, len(evs))
+	for i, ev := range evs {
+		k := ev.id
+		if k == "" {
+			k = strconv.Itoa(i)
+		}
+		rs[i] = &kgo.Record{Key: []byte(k), Value: ev.value(i), Timestamp: time.UnixMilli(ev.ts)}
+	}
+	e.topic(app+"-in", 3)
+	half := len(rs) / 2
+	forks := 0
+	for _, part := range [][]*kgo.Record{rs[:half], rs[half:]} {
+		e.produce(app+"-in", 3, part) // a backlog: the polls are large
+		tr, err := NewDedup(writeConfig(t, app+".yaml", fmt.Sprintf(dedupConfig, retention, app, false)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := e.run(app, "dedup", tr, app+"-in", app+"-out", nil, func(c *pipeline.Config) {
+			aborting(e, 0.2)
+			c.OnEvent = tr.OnEvent
+			c.Parallelism = 3
+			c.MaxTxnRecords = 600 // polls of 600 records: split, and many transactions
+		}, nil)
+		t.Logf("worker: %d committed, %d aborted, %d forks", w.Stats().Committed.Load(), w.Stats().Aborted.Load(), len(tr.forks))
+		forks += len(tr.forks)
+	}
+	if forks == 0 {
+		t.Fatal("no worker forked the dedup: the test proved nothing about forks")
+	}
+	checkDedup(t, e, app, evs, rs, (3 * time.Second).Milliseconds(), false)
+}
