@@ -1,10 +1,8 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
 	"sync"
 
 	"github.com/eosctl/eos/internal/txn"
@@ -42,40 +40,6 @@ type Forker interface {
 	Fork() Transform
 }
 
-// PartitionForker is implemented by a Transform with per-partition state
-// (Stores, a Flusher's held state) whose Process reads and writes only the
-// state of the record's own partition, as the dedup topology's is. The
-// worker then cuts each large poll by partition: every partition's records
-// go to one of Config.Parallelism goroutines, which process them at the same
-// time, each with a Transform of its own from ForkPartitions, and the worker
-// sends what they emitted from its own goroutine, partition by partition in
-// offset order, in the same transaction as ever. A record's outputs, dead
-// letter and state changes are exactly what processing it on the worker's
-// goroutine would give. (A Forker with Stores or a Flusher is processed on
-// the worker's goroutine only; a PartitionForker is asked for forks even
-// with them, but never with a repartition topic.)
-//
-// ForkPartitions returns a Transform that shares with the receiver what
-// belongs to partitions (a table per partition, built from its Stores) and
-// owns everything else Process writes (scratch buffers, counters, the
-// list of partitions it touched). While a poll is processed, each
-// partition belongs to one fork (the receiver is one of them) for the whole
-// poll: Process may read and write that partition's Stores, and whatever
-// the Transform keeps for it, without locks. Whatever the forks share
-// across partitions (the map from partition to table) needs a lock. The
-// worker calls every other method (Flush, Discard, the Starter's, OnEvent)
-// on the receiver only, never while a fork processes: Flush and Discard
-// must cover what the forks did, so the receiver keeps its forks.
-//
-// What can go wrong: a Process that ties partitions together (a count
-// across them, a table shared unlocked, a write to another partition's
-// Store kept from an earlier call) is not a PartitionForker. Run the
-// Transform's tests with -race and Parallelism above 1.
-type PartitionForker interface {
-	Transform
-	ForkPartitions() Transform
-}
-
 // DefaultParallelism is what Config.Parallelism 0 means: as many
 // goroutines as GOMAXPROCS, up to this many.
 const DefaultParallelism = 4
@@ -91,7 +55,6 @@ const minParallelRecords = 2 * PrefetchAhead
 type lane struct {
 	t     Transform
 	col   collector
-	state *stateSet // the worker's, for a PartitionForker's lanes; else nil
 	rec   Record
 	parts []kgo.FetchTopicPartition // the run, as pieces of partitions
 	n     int                       // records in parts
@@ -111,28 +74,20 @@ type laneResult struct {
 // parallelism returns how many goroutines may process this poll, 1 if
 // the Transform or the poll does not allow more.
 func (w *Worker) parallelism(fs kgo.Fetches) int {
-	if w.cfg.Parallelism == 1 || w.lay.repartition != "" || fs.NumRecords() < minParallelRecords {
+	if w.cfg.Parallelism == 1 || w.state != nil || w.lay.repartition != "" {
 		return 1
 	}
-	// Each run at least PrefetchAhead records long.
-	n := max(1, min(w.cfg.Parallelism, fs.NumRecords()/PrefetchAhead))
-	if _, ok := w.t.(PartitionForker); ok {
-		// Whole partitions: no more lanes than partitions with records.
-		parts := 0
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if len(p.Records) > 0 {
-				parts++
-			}
-		})
-		return max(1, min(n, parts))
-	}
-	if _, ok := w.t.(Forker); !ok || w.state != nil {
+	if _, ok := w.t.(Forker); !ok {
 		return 1
 	}
 	if _, ok := w.t.(Flusher); ok {
 		return 1
 	}
-	return n
+	if fs.NumRecords() < minParallelRecords {
+		return 1
+	}
+	// Each run at least PrefetchAhead records long.
+	return max(1, min(w.cfg.Parallelism, fs.NumRecords()/PrefetchAhead))
 }
 
 // processParallel is process for a poll split among n goroutines: the
@@ -145,35 +100,11 @@ func (w *Worker) processParallel(ctx context.Context, sess *txn.Session, fs kgo.
 			return err
 		}
 	}
+	// The poll's records, partition after partition, cut into n runs of
+	// about as many records each: lane i processes run i, and the lanes
+	// are sent in order, so every partition's records are sent in offset
+	// order even when one is cut between two lanes.
 	lanes := w.lanes(n)
-	if _, ok := w.t.(PartitionForker); ok {
-		cutByPartition(fs, lanes)
-	} else {
-		cutInRuns(fs, lanes)
-	}
-	var wg sync.WaitGroup
-	for _, l := range lanes[1:] {
-		wg.Go(func() { l.run(ctx) })
-	}
-	lanes[0].run(ctx)
-	wg.Wait()
-
-	var err error
-	for _, l := range lanes {
-		if err == nil {
-			err = w.sendLane(ctx, sess, l, consumed)
-		}
-		l.done()
-	}
-	return err
-}
-
-// cutInRuns cuts the poll's records, partition after partition, into
-// len(lanes) runs of about as many records each: lane i processes run i,
-// and the lanes are sent in order, so every partition's records are sent
-// in offset order even when one is cut between two lanes.
-func cutInRuns(fs kgo.Fetches, lanes []*lane) {
-	n := len(lanes)
 	per := (fs.NumRecords() + n - 1) / n
 	l := 0
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -192,43 +123,32 @@ func cutInRuns(fs kgo.Fetches, lanes []*lane) {
 			rs = rs[take:]
 		}
 	})
-}
-
-// cutByPartition gives every partition of the poll, whole, to one lane:
-// the largest first, each to the lane with the fewest records so far. A
-// partition appears once in a poll, so no two lanes share one.
-func cutByPartition(fs kgo.Fetches, lanes []*lane) {
-	var parts []kgo.FetchTopicPartition
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) > 0 {
-			parts = append(parts, p)
-		}
-	})
-	slices.SortStableFunc(parts, func(a, b kgo.FetchTopicPartition) int { return cmp.Compare(len(b.Records), len(a.Records)) })
-	for _, p := range parts {
-		l := slices.MinFunc(lanes, func(a, b *lane) int { return cmp.Compare(a.n, b.n) })
-		l.parts = append(l.parts, p)
-		l.n += len(p.Records)
+	var wg sync.WaitGroup
+	for _, l := range lanes[1:] {
+		wg.Go(func() { l.run(ctx) })
 	}
+	lanes[0].run(ctx)
+	wg.Wait()
+
+	var err error
+	for _, l := range lanes {
+		if err == nil {
+			err = w.sendLane(ctx, sess, l, consumed)
+		}
+		l.done()
+	}
+	return err
 }
 
 // lanes returns n lanes, the first with the worker's own Transform, the
 // others with forks made on first use and kept.
 func (w *Worker) lanes(n int) []*lane {
-	pf, byPartition := w.t.(PartitionForker)
 	for len(w.laneSet) < n {
 		t := w.t
-		switch {
-		case len(w.laneSet) == 0:
-		case byPartition:
-			t = pf.ForkPartitions()
-		default:
+		if len(w.laneSet) > 0 {
 			t = w.t.(Forker).Fork()
 		}
 		l := &lane{t: t}
-		if byPartition {
-			l.state = w.state
-		}
 		l.col = collector{output: w.col.output, outputs: w.col.outputs, repartition: w.col.repartition, noKey: w.col.noKey}
 		w.laneSet = append(w.laneSet, l)
 	}
@@ -236,16 +156,10 @@ func (w *Worker) lanes(n int) []*lane {
 }
 
 // run processes the lane's partitions, stopping at a record whose error
-// is not a dead letter (the worker stops there too). A PartitionForker's
-// lane gives each record its partition's state and undoes a dead-lettered
-// record's changes to it at once, before the partition's next record.
+// is not a dead letter (the worker stops there too).
 func (l *lane) run(ctx context.Context) {
 	pf, _ := l.t.(Prefetcher)
 	for _, p := range l.parts {
-		var ps *partitionState
-		if l.state != nil && p.Topic == l.state.topic {
-			ps = l.state.lookup(p.Partition)
-		}
 		for i, r := range p.Records {
 			if pf != nil && i%PrefetchAhead == 0 {
 				pf.Prefetch(p.Records[i:min(i+PrefetchAhead, len(p.Records))])
@@ -255,11 +169,6 @@ func (l *lane) run(ctx context.Context) {
 				continue
 			}
 			l.rec = recordOf(r)
-			l.rec.state = ps
-			mark := 0
-			if ps != nil {
-				mark = ps.mark()
-			}
 			l.col.reset(nil, &l.rec)
 			err := l.t.Process(ctx, &l.rec, &l.col)
 			if l.col.err != nil {
@@ -273,9 +182,6 @@ func (l *lane) run(ctx context.Context) {
 			var dl *DeadLetterError
 			if err != nil && !errors.As(err, &dl) {
 				return
-			}
-			if err != nil && ps != nil {
-				ps.rollbackTo(mark)
 			}
 		}
 	}
@@ -303,7 +209,7 @@ func (w *Worker) sendLane(ctx context.Context, sess *txn.Session, l *lane, consu
 				continue
 			}
 			w.rec = recordOf(r)
-			if err := w.deadLetter(ctx, sess, r, nil, 0, res.err); err != nil { // the lane undid its state
+			if err := w.deadLetter(ctx, sess, r, 0, res.err); err != nil {
 				w.abort(ctx, sess)
 				return transformFailed(r, err)
 			}

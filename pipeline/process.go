@@ -21,9 +21,11 @@ import (
 func (w *Worker) processOne(ctx context.Context, sess *txn.Session, r *kgo.Record) error {
 	w.rec.Repartitioned = w.lay.repartition != "" && r.Topic == w.lay.repartition
 	mark := 0
-	if w.state != nil && r.Topic == w.state.topic {
-		w.rec.state = w.state.lookup(r.Partition)
-		mark = w.rec.state.mark()
+	if w.state != nil {
+		mark = w.state.mark()
+		if r.Topic == w.state.topic {
+			w.rec.state = w.state.lookup(r.Partition)
+		}
 	}
 	w.col.reset(sess, &w.rec)
 	perr := w.t.Process(ctx, &w.rec, &w.col)
@@ -34,19 +36,18 @@ func (w *Worker) processOne(ctx context.Context, sess *txn.Session, r *kgo.Recor
 		w.col.send()
 		return nil
 	}
-	return w.deadLetter(ctx, sess, r, w.rec.state, mark, perr)
+	return w.deadLetter(ctx, sess, r, mark, perr)
 }
 
 // deadLetter sends w.rec to the dead-letter topic if perr says so (a
-// DeadLetterError), undoing what processing it changed in its partition's
-// state ps since mark (nil: nothing to undo, or undone already); any other
-// error is returned. (Kept apart from processOne so that the
+// DeadLetterError), undoing what processing it changed in state since mark;
+// any other error is returned. (Kept apart from processOne so that the
 // error target of errors.As is allocated only for records that fail.)
-func (w *Worker) deadLetter(ctx context.Context, sess *txn.Session, r *kgo.Record, ps *partitionState, mark int, perr error) error {
+func (w *Worker) deadLetter(ctx context.Context, sess *txn.Session, r *kgo.Record, mark int, perr error) error {
 	var dl *DeadLetterError
 	if errors.As(perr, &dl) {
-		if ps != nil {
-			ps.rollbackTo(mark)
+		if w.state != nil {
+			w.state.rollbackTo(mark)
 		}
 		if err := w.ensureDLQ(ctx, sess); err != nil {
 			return err

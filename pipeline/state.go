@@ -19,9 +19,7 @@ import (
 // inside that transaction, just before the commit; if the transaction aborts,
 // the changes are undone in memory, so the next transaction starts from
 // exactly the state the broker has committed. A Store is only valid during
-// the Process call that got it, and only on the goroutine that runs it (the
-// worker's, or a PartitionForker's fork's, which owns the partition while it
-// runs).
+// the Process call that got it, and only on the worker's goroutine.
 type Store struct {
 	name  string
 	part  *partitionState
@@ -103,17 +101,12 @@ func (r *Record) Store(name string) *Store {
 }
 
 // partitionState is every store's share of one partition.
-//
-// Its journal is its own, not the set's, so that the forks of a
-// PartitionForker, each owning whole partitions while a poll is processed,
-// change their partitions' stores at the same time without sharing one.
 type partitionState struct {
 	set       *stateSet
 	partition int32
-	stores    []*Store       // parallel to set.names
-	touched   bool           // listed in set.touched for the open transaction
-	journal   []journalEntry // the open transaction's changes, oldest first
-	withdrawn atomic.Bool    // revoked, lost or reset: see Store.Owned
+	stores    []*Store    // parallel to set.names
+	touched   bool        // listed in set.touched for the open transaction
+	withdrawn atomic.Bool // revoked, lost or reset: see Store.Owned
 }
 
 func (set *stateSet) newPartition(p int32) *partitionState {
@@ -137,10 +130,8 @@ type journalEntry struct {
 //
 // Two goroutines meet here. The client's group goroutine publishes restored
 // partitions and withdraws revoked ones (assign, drop) under mu; the worker's
-// goroutine looks partitions up under mu and then owns what it got: the maps
-// and the journals are only ever used by it, or, while a poll is processed
-// in parallel, each partition's by the one lane it was given. The touched
-// list and tainted are changed under mu then. A partition
+// goroutine looks partitions up under mu and then owns what it got: the maps,
+// the journal and the touched list are only ever used by it. A partition
 // withdrawn while the worker still holds it is harmless: the group session
 // aborts the open transaction on any revocation, and flush refuses to commit
 // a transaction that touched a withdrawn partition anyway.
@@ -153,8 +144,9 @@ type stateSet struct {
 	current    map[int32]*partitionState
 	restoreErr error // a failed restore; the worker reopens its session
 
-	// The worker goroutine's own, changed under mu while lanes run.
+	// The worker goroutine's own.
 	touched []*partitionState
+	journal []journalEntry
 	tainted string // why the open transaction must not commit, if it must not
 }
 
@@ -171,12 +163,10 @@ func newStateSet(l layout) *stateSet {
 // throwaway state and the open transaction is marked to abort.
 func (set *stateSet) lookup(p int32) *partitionState {
 	set.mu.Lock()
-	defer set.mu.Unlock()
 	ps := set.current[p]
+	set.mu.Unlock()
 	if ps == nil {
-		if set.tainted == "" {
-			set.tainted = fmt.Sprintf("processed a record of %s[%d] without its restored state", set.topic, p)
-		}
+		set.tainted = fmt.Sprintf("processed a record of %s[%d] without its restored state", set.topic, p)
 		ps = set.newPartition(p)
 		ps.withdrawn.Store(true) // throwaway state, owned by nobody
 	}
@@ -184,33 +174,30 @@ func (set *stateSet) lookup(p int32) *partitionState {
 }
 
 func (set *stateSet) record(s *Store, key string, prev []byte, existed bool) {
-	ps := s.part
-	ps.journal = append(ps.journal, journalEntry{s, key, prev, existed})
+	set.journal = append(set.journal, journalEntry{s, key, prev, existed})
 	s.dirty[key] = struct{}{}
-	if !ps.touched {
+	if ps := s.part; !ps.touched {
 		ps.touched = true
-		set.mu.Lock()
 		set.touched = append(set.touched, ps)
-		set.mu.Unlock()
 	}
 }
 
-// mark returns a savepoint of the partition's state for rollbackTo.
-func (ps *partitionState) mark() int { return len(ps.journal) }
+// mark returns a savepoint for rollbackTo.
+func (set *stateSet) mark() int { return len(set.journal) }
 
-// rollbackTo undoes every change to the partition's state since mark: a
-// dead-lettered record leaves no trace in the state.
-func (ps *partitionState) rollbackTo(mark int) {
-	for i := len(ps.journal) - 1; i >= mark; i-- {
-		e := ps.journal[i]
+// rollbackTo undoes every change since mark: a dead-lettered record leaves
+// no trace in the state.
+func (set *stateSet) rollbackTo(mark int) {
+	for i := len(set.journal) - 1; i >= mark; i-- {
+		e := set.journal[i]
 		if e.existed {
 			e.s.m[e.key] = e.prev
 		} else {
 			delete(e.s.m, e.key)
 		}
 	}
-	clear(ps.journal[mark:])
-	ps.journal = ps.journal[:mark]
+	clear(set.journal[mark:])
+	set.journal = set.journal[:mark]
 	// Keys stay dirty: writing their committed value again is harmless.
 }
 
@@ -255,21 +242,19 @@ func (set *stateSet) committed() {
 			clear(s.dirty)
 		}
 		ps.touched = false
-		clear(ps.journal)
-		ps.journal = ps.journal[:0]
 	}
 	clear(set.touched)
 	set.touched = set.touched[:0]
+	clear(set.journal)
+	set.journal = set.journal[:0]
 	set.tainted = ""
 }
 
 // aborted undoes the open transaction's changes after a known abort, so the
 // state is again what the broker has committed, matching the offsets the
-// consumer rewinds to. Every partition with changes is in touched.
+// consumer rewinds to.
 func (set *stateSet) aborted() {
-	for _, ps := range set.touched {
-		ps.rollbackTo(0)
-	}
+	set.rollbackTo(0)
 	set.committed()
 }
 

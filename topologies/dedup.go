@@ -61,8 +61,6 @@ type Dedup struct {
 	// fieldKey is set when the key is a field of the value as it is
 	// (key: FIELD): it is read from the raw JSON without decoding it.
 	fieldKey string
-	doc      *doc     // parsed again by ForkPartitions
-	forks    []*Dedup // whose open counts Flush and Discard take too
 
 	// Counts of the open transaction, and of what was flushed for the
 	// commit under way; promoted to stats when it commits (OnEvent).
@@ -170,25 +168,7 @@ func parseDedup(d *doc) (*Dedup, error) {
 		t.fieldKey = t.keyExpr.ident
 	}
 	t.needEnv = t.time != nil || (t.keyExpr != nil && t.fieldKey == "")
-	t.doc = d
 	return t, nil
-}
-
-// ForkPartitions implements pipeline.PartitionForker: the fork has
-// expressions and scratch of its own, parsed again from the same
-// configuration, and shares the receiver's per-partition key tables (a
-// Gate fork); each partition's records go to one of them at a time, and
-// the receiver's Flush and Discard cover what the forks admitted.
-func (t *Dedup) ForkPartitions() pipeline.Transform {
-	d := *t.doc
-	d.warn = nil // said once, by the first parse
-	f, err := parseDedup(&d)
-	if err != nil {
-		panic(fmt.Sprintf("topologies: the dedup configuration %s parsed once but not again: %v", d.file, err))
-	}
-	f.gate = t.gate.fork()
-	t.forks = append(t.forks, f)
-	return f
 }
 
 // parseKey reads key: an expression, or {header: NAME}.
@@ -438,11 +418,6 @@ func (t *Dedup) Flush(context.Context, pipeline.Emitter) error {
 	t.gate.Flush()
 	t.flushed = t.open
 	t.open = dedupCounts{}
-	for _, f := range t.forks {
-		t.flushed.passed += f.open.passed
-		t.flushed.repeats += f.open.repeats
-		f.open = dedupCounts{}
-	}
 	t.flushedHeld = int64(t.gate.Held())
 	return nil
 }
@@ -452,9 +427,6 @@ func (t *Dedup) Flush(context.Context, pipeline.Emitter) error {
 // store.
 func (t *Dedup) Discard() {
 	t.open, t.flushed = dedupCounts{}, dedupCounts{}
-	for _, f := range t.forks {
-		f.open = dedupCounts{}
-	}
 	t.gate.Discard()
 }
 

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"maps"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/eosctl/eos"
@@ -69,45 +67,11 @@ type Gate struct {
 	retention int64 // ms
 	slack     int64 // ms of expiry one batch may span
 	seed      maphash.Seed
-	parts     *gateParts  // shared with the forks
-	forks     []*Gate     // made by fork, whose touched parts Flush writes too
+	parts     map[int32]*gatePart
 	last      *gatePart   // the part of the previous Admit
 	touched   []*gatePart // parts admitted to in the open transaction
 	ahead     []*uint64   // slots prefetch noted, for prefetchRead
 	sink      uint64      // what prefetchRead read, kept so that it is read
-}
-
-// gateParts is the Gate's view of every partition, by partition, shared by
-// a Gate and its forks: each fork is given whole partitions while a poll is
-// processed (pipeline.PartitionForker), so a part is only ever used by one
-// goroutine at a time, but the map is read and written by all of them.
-type gateParts struct {
-	mu sync.Mutex
-	m  map[int32]*gatePart
-}
-
-func (ps *gateParts) get(p int32) *gatePart {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return ps.m[p]
-}
-
-// all returns the parts, a copy of the map.
-func (ps *gateParts) all() map[int32]*gatePart {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return maps.Clone(ps.m)
-}
-
-// fork returns a Gate that shares g's tables and keeps its own record of
-// what it touched, for a fork of the Transform that owns g, which runs
-// Admit (and prefetch) on other partitions at the same time as g. Flush,
-// Discard and Held are called on g only, never while a fork admits: they
-// cover the forks.
-func (g *Gate) fork() *Gate {
-	f := &Gate{store: g.store, retention: g.retention, slack: g.slack, seed: g.seed, parts: g.parts}
-	g.forks = append(g.forks, f)
-	return f
 }
 
 // gatePart is a Gate's view of one partition of its store.
@@ -143,7 +107,7 @@ func NewGate(store string, retention time.Duration) (*Gate, error) {
 		return nil, eos.BadConfig("topologies.Gate.retention", "want at least 1ms, got %s", retention)
 	}
 	r := retention.Milliseconds()
-	return &Gate{store: store, retention: r, slack: max(r/64, 1), seed: maphash.MakeSeed(), parts: &gateParts{m: map[int32]*gatePart{}}}, nil
+	return &Gate{store: store, retention: r, slack: max(r/64, 1), seed: maphash.MakeSeed(), parts: map[int32]*gatePart{}}, nil
 }
 
 // Store is the name of the store the Gate keeps its keys in; declare it in
@@ -214,7 +178,7 @@ func (g *Gate) admit(in *pipeline.Record, key []byte, ts int64) (bool, error) {
 func (g *Gate) prefetch(p int32, key []byte) {
 	gp := g.last
 	if gp == nil || gp.partition != p {
-		if gp = g.parts.get(p); gp == nil {
+		if gp = g.parts[p]; gp == nil {
 			return
 		}
 		g.last = gp
@@ -249,11 +213,6 @@ func (g *Gate) prefetchRead() {
 // transaction about to commit. Call it from the Transform's
 // pipeline.Flusher Flush, on the worker's goroutine.
 func (g *Gate) Flush() {
-	for _, f := range g.forks {
-		g.touched = append(g.touched, f.touched...)
-		clear(f.touched)
-		f.touched = f.touched[:0]
-	}
 	for _, p := range g.touched {
 		p.touched = false
 		if p.stale {
@@ -296,7 +255,7 @@ func batchName(seq uint64) string {
 // its batch is forgotten: at most a 64th of the retention later.
 func (g *Gate) Held() int {
 	n := 0
-	for i, p := range g.parts.all() {
+	for i, p := range g.parts {
 		if p.stale {
 			// Rolled back since: the store is the truth.
 			var err error
@@ -314,17 +273,15 @@ func (g *Gate) Held() int {
 // is rebuilt from its store when Admit next sees it. Call it from the
 // Transform's pipeline.Flusher Discard.
 func (g *Gate) Discard() {
-	for _, p := range g.parts.all() {
+	for _, p := range g.parts {
 		p.stale = true
 	}
-	for _, x := range append([]*Gate{g}, g.forks...) {
-		for _, p := range x.touched {
-			p.touched = false
-		}
-		clear(x.touched)
-		x.touched = x.touched[:0]
-		x.last = nil
+	for _, p := range g.touched {
+		p.touched = false
 	}
+	clear(g.touched)
+	g.touched = g.touched[:0]
+	g.last = nil
 	g.forgetRevoked()
 }
 
@@ -335,15 +292,11 @@ func (g *Gate) Discard() {
 // transaction touched stays until that transaction ends: Flush still
 // writes to its store, which the worker then refuses to commit.
 func (g *Gate) forgetRevoked() {
-	g.parts.mu.Lock()
-	defer g.parts.mu.Unlock()
-	for p, gp := range g.parts.m {
+	for p, gp := range g.parts {
 		if !gp.touched && !gp.st.Owned() {
-			delete(g.parts.m, p)
-			for _, x := range append([]*Gate{g}, g.forks...) {
-				if x.last == gp {
-					x.last = nil
-				}
+			delete(g.parts, p)
+			if g.last == gp {
+				g.last = nil
 			}
 		}
 	}
@@ -352,7 +305,7 @@ func (g *Gate) forgetRevoked() {
 // part returns the Gate's view of partition p, rebuilt from st if it was
 // built from another store (a restore after an assignment) or discarded.
 func (g *Gate) part(p int32, st *pipeline.Store) (*gatePart, error) {
-	if gp := g.parts.get(p); gp != nil && gp.st == st && !gp.stale {
+	if gp := g.parts[p]; gp != nil && gp.st == st && !gp.stale {
 		return gp, nil
 	}
 	gp := &gatePart{partition: p, st: st, streamTime: math.MinInt64, tab: newKeyTable(g.seed)}
@@ -377,9 +330,7 @@ func (g *Gate) part(p int32, st *pipeline.Store) (*gatePart, error) {
 		return nil, err
 	}
 	slices.SortFunc(gp.queue, func(a, b uint32) int { return cmp.Compare(gp.tab.batches[a].maxExp, gp.tab.batches[b].maxExp) })
-	g.parts.mu.Lock()
-	g.parts.m[p] = gp
-	g.parts.mu.Unlock()
+	g.parts[p] = gp
 	return gp, nil
 }
 
@@ -404,7 +355,7 @@ func (p *gatePart) expire() {
 // report it per key).
 func (g *Gate) footprint() int64 {
 	var n int64
-	for _, p := range g.parts.all() {
+	for _, p := range g.parts {
 		n += p.tab.footprint() + int64(cap(p.queue)+cap(p.pending))*4
 	}
 	return n
