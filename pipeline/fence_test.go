@@ -50,14 +50,9 @@ func (d *fenceDrill) produce(from, to int) {
 	}
 }
 
-// run copies half the input, waits for the fence, copies the rest and
-// returns how often the worker re-initialised; what names the fault in
-// failures.
-func (d *fenceDrill) run(app, what string) int64 {
-	t, ctx := d.t, d.conn.Ctx
-	const n = 2000
-	d.produce(0, n/2)
-	var reinits atomic.Int64
+// worker is the drill's copying worker of app: it arms the drill at its
+// first commit and counts its re-initialisations in reinits.
+func (d *fenceDrill) worker(app string, reinits *atomic.Int64) *pipeline.Worker {
 	w, err := pipeline.New(pipeline.Config{
 		App: app, Instance: "0", Inputs: []string{"in"}, Output: "out",
 		CommitInterval: 20 * time.Millisecond, MaxTxnRecords: 100,
@@ -76,8 +71,20 @@ func (d *fenceDrill) run(app, what string) int64 {
 		return nil
 	}))
 	if err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
+	return w
+}
+
+// run copies half the input, waits for the fence, copies the rest and
+// returns how often the worker re-initialised; what names the fault in
+// failures.
+func (d *fenceDrill) run(app, what string) int64 {
+	t, ctx := d.t, d.conn.Ctx
+	const n = 2000
+	d.produce(0, n/2)
+	var reinits atomic.Int64
+	w := d.worker(app, &reinits)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
@@ -177,15 +184,10 @@ func TestFenceCheckLooksAgainWhenTheGroupDoesNotAnswer(t *testing.T) {
 	}
 }
 
-// Under KIP-890 a commit that reaches the coordinator just after it aborted
-// the transaction (for a replacement's InitProducerId) is answered
-// INVALID_TXN_STATE. A zombie that took that for an unknown outcome
-// re-initialised its producer, which fenced its own replacement: on Apache
-// Kafka 4.4 the new instance exited 3 and the zombie ran on. Here the
-// broker answers one commit so while the group lists another member for
-// this instance: the worker must stop fenced, without re-initialising.
-func TestAZombieWhoseCommitWasAbortedForItsReplacementStopsFenced(t *testing.T) {
-	d := newFenceDrill(t)
+// answerACommitInvalidTxnState has the broker answer the first commit after
+// the drill is armed with INVALID_TXN_STATE, as Apache Kafka answers a
+// commit from the epoch before the one its abort bumped to, and strikes.
+func (d *fenceDrill) answerACommitInvalidTxnState() {
 	c := d.b.Cluster()
 	c.ControlKey(kmsg.EndTxn.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -196,6 +198,19 @@ func TestAZombieWhoseCommitWasAbortedForItsReplacementStopsFenced(t *testing.T) 
 		resp.ErrorCode = kerr.InvalidTxnState.Code
 		return resp, nil, true
 	})
+}
+
+// Under KIP-890 a commit that reaches the coordinator just after it aborted
+// the transaction (for a replacement's InitProducerId) is answered
+// INVALID_TXN_STATE. A zombie that took that for an unknown outcome
+// re-initialised its producer, which fenced its own replacement: on Apache
+// Kafka 4.4 the new instance exited 3 and the zombie ran on. Here the
+// broker answers one commit so while the group lists another member for
+// this instance: the worker must stop fenced, without re-initialising.
+func TestAZombieWhoseCommitWasAbortedForItsReplacementStopsFenced(t *testing.T) {
+	d := newFenceDrill(t)
+	d.answerACommitInvalidTxnState()
+	c := d.b.Cluster()
 	c.ControlKey(kmsg.DescribeGroups.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if d.struck.Load() == 0 {
@@ -215,31 +230,13 @@ func TestAZombieWhoseCommitWasAbortedForItsReplacementStopsFenced(t *testing.T) 
 	})
 	d.produce(0, 1000)
 	var reinits atomic.Int64
-	w, err := pipeline.New(pipeline.Config{
-		App: "zombie", Instance: "0", Inputs: []string{"in"}, Output: "out",
-		CommitInterval: 20 * time.Millisecond, MaxTxnRecords: 100,
-		TransactionTimeout: 10 * time.Second, SessionTimeout: 10 * time.Second,
-		ClientOpts: d.conn.Opts,
-		OnEvent: func(e pipeline.Event) {
-			switch e.Kind {
-			case pipeline.EventCommitted:
-				d.armed.Store(1)
-			case pipeline.EventReinit:
-				reinits.Add(1)
-			}
-		},
-	}, pipeline.TransformFunc(func(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
-		out.Emit(pipeline.Output{Key: in.Key, Value: in.Value})
-		return nil
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := d.worker("zombie", &reinits)
 	if w.TransactionalID() != "zombie-0" {
 		t.Fatalf("transactional.id %q: the forged group lists the wrong instance", w.TransactionalID())
 	}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(d.conn.Ctx) }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):
@@ -260,15 +257,6 @@ func TestAZombieWhoseCommitWasAbortedForItsReplacementStopsFenced(t *testing.T) 
 // exactly once.
 func TestWorkerWhoseCommitWasAbortedByItsOwnTimeoutReinitialisesInPlace(t *testing.T) {
 	d := newFenceDrill(t)
-	c := d.b.Cluster()
-	c.ControlKey(kmsg.EndTxn.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if req := kreq.(*kmsg.EndTxnRequest); !req.Commit || d.armed.Load() == 0 || !d.struck.CompareAndSwap(0, 1) {
-			return nil, nil, false
-		}
-		resp := kreq.ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = kerr.InvalidTxnState.Code
-		return resp, nil, true
-	})
+	d.answerACommitInvalidTxnState()
 	d.run("timedout", "a commit answered INVALID_TXN_STATE")
 }

@@ -35,12 +35,7 @@ func TestEndReturnsAFencedErrorForAProduceRefusedForItsEpoch(t *testing.T) {
 		return testbroker.RefuseProduce(req, kerr.InvalidProducerEpoch.Code), nil, true
 	})
 
-	ctx, s := openSession(t, c)
-	if err := s.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.Produce(&kgo.Record{Topic: "out", Value: []byte("v")})
-	_, err := s.End(ctx, true)
+	err := endOne(t, c, true)
 	if refused.Load() == 0 {
 		t.Fatal("the broker refused no produce: the test proved nothing")
 	}
@@ -67,12 +62,7 @@ func TestEndTakesACommitTheCoordinatorHadAbortedForAFence(t *testing.T) {
 		resp.ErrorCode = kerr.InvalidTxnState.Code
 		return resp, nil, true
 	})
-	ctx, s := openSession(t, c)
-	if err := s.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.Produce(&kgo.Record{Topic: "out", Value: []byte("v")})
-	_, err := s.End(ctx, true)
+	err := endOne(t, c, true)
 	if refused.Load() == 0 {
 		t.Fatal("the broker answered no EndTxn: the test proved nothing")
 	}
@@ -81,12 +71,7 @@ func TestEndTakesACommitTheCoordinatorHadAbortedForAFence(t *testing.T) {
 		t.Fatalf("a commit answered INVALID_TXN_STATE returned %v (%T, class %v), want a producer-epoch *fencing.FencedError", err, err, Classify(err))
 	}
 
-	ctx, s = openSession(t, c)
-	if err := s.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.Produce(&kgo.Record{Topic: "out", Value: []byte("v")})
-	if _, err := s.End(ctx, false); !errors.Is(err, ErrOutcomeUnknown) || Classify(err) != Unknown {
+	if err := endOne(t, c, false); !errors.Is(err, ErrOutcomeUnknown) || Classify(err) != Unknown {
 		t.Fatalf("an abort answered INVALID_TXN_STATE returned %v (class %v), want an unknown outcome", err, Classify(err))
 	}
 }
@@ -147,6 +132,19 @@ func TestEndSplitsTheCommitIntoFlushAndEndTxn(t *testing.T) {
 	if res, err = s.End(ctx, false); err != nil || res.Committed || res.FlushDuration != 0 {
 		t.Fatalf("an abort: %+v, %v; want no flush", res, err)
 	}
+}
+
+// endOne opens a session on c, produces one record in a transaction and
+// ends it (commit or abort), returning End's error.
+func endOne(t *testing.T, c *kfake.Cluster, commit bool) error {
+	t.Helper()
+	ctx, s := openSession(t, c)
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.Produce(&kgo.Record{Topic: "out", Value: []byte("v")})
+	_, err := s.End(ctx, commit)
+	return err
 }
 
 // newCluster is a one-broker embedded cluster with topics in and out,
