@@ -148,6 +148,7 @@ func (g *Gate) admit(in *pipeline.Record, key []byte, ts int64) (bool, error) {
 	if ts > p.streamTime {
 		p.streamTime, p.clockMoved = ts, true
 		p.expire()
+		g.touch(p) // a repeat moves the clock too: Flush must write it
 	}
 	h := p.tab.hash(key)
 	slot, found := p.tab.probe(key, h)
@@ -166,11 +167,16 @@ func (g *Gate) admit(in *pipeline.Record, key []byte, ts int64) (bool, error) {
 		p.open, p.pending = b, append(p.pending, b)
 	}
 	p.tab.addAt(slot, found, p.open, key, h, expiry)
+	g.touch(p)
+	return true, nil
+}
+
+// touch lists p for the next Flush.
+func (g *Gate) touch(p *gatePart) {
 	if !p.touched {
 		p.touched = true
 		g.touched = append(g.touched, p)
 	}
-	return true, nil
 }
 
 // prefetch notes the home slot of key in the table of partition p, if the

@@ -528,3 +528,42 @@ func TestDedupForgetsTheKeysOfPartitionsItGaveAway(t *testing.T) {
 		t.Fatalf("%d records passed, want %d (each id once)", n, ids)
 	}
 }
+
+// A transaction whose records of a partition are all repeats can still
+// move that partition's clock, and expire keys with it; the clock must be
+// written with that transaction. It was not (only a partition that passed
+// a key was flushed), so after a restart the partition's clock went back to
+// the last transaction that passed one, and a record with an earlier event
+// time than the clock had reached was judged against the older clock: a
+// key that had expired was taken for a repeat. Here, in one partition with
+// a retention of 100ms: k1 passes at 1000 and k2 at 1001, in one
+// transaction and so in one batch of keys; k2 again at 1100, alone in the
+// next transaction, is a repeat that moves the clock to k1's expiry (the
+// batch stays: k2 is held). After a restart, k1 at 1050 must pass, as it
+// does without one.
+func TestDedupKeepsAClockMovedOnlyByRepeatsAcrossARestart(t *testing.T) {
+	e := newTEnv(t)
+	const app = "ddc"
+	evs := []dedupEvent{{id: "k1", ts: 1000}, {id: "k2", ts: 1001}, {id: "k2", ts: 1100}, {id: "k1", ts: 1050}}
+	rs := make([]*kgo.Record, len(evs))
+	for i, ev := range evs {
+		rs[i] = &kgo.Record{Key: []byte("one"), Value: ev.value(i), Timestamp: time.UnixMilli(ev.ts)}
+	}
+	e.topic(app+"-in", 1)
+	var w *pipeline.Worker
+	for _, part := range [][]*kgo.Record{rs[:3], rs[3:]} { // a restart in between
+		tr, err := NewDedup(writeConfig(t, app+".yaml", fmt.Sprintf(dedupConfig, "100ms", app, false)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = e.run(app, "dedup", tr, app+"-in", app+"-out", nil, func(c *pipeline.Config) {
+			aborting(e, 0)
+			c.OnEvent = tr.OnEvent
+			c.MaxTxnRecords = 2 // k1 and k2, then the repeat alone
+		}, func() { e.produce(app+"-in", 1, part) })
+		if part[0] == rs[0] && w.Stats().Committed.Load() != 2 {
+			t.Fatalf("the first worker committed %d transactions, want 2: {k1, k2} and {k2 again}", w.Stats().Committed.Load())
+		}
+	}
+	checkDedup(t, e, app, evs, rs, 100, false)
+}
