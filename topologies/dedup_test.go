@@ -550,18 +550,17 @@ func TestDedupKeepsAClockMovedOnlyByRepeatsAcrossARestart(t *testing.T) {
 		rs[i] = &kgo.Record{Key: []byte("one"), Value: ev.value(i), Timestamp: time.UnixMilli(ev.ts)}
 	}
 	e.topic(app+"-in", 1)
-	var w *pipeline.Worker
-	for _, part := range [][]*kgo.Record{rs[:3], rs[3:]} { // a restart in between
+	for i, part := range [][]*kgo.Record{rs[:3], rs[3:]} { // a restart in between
 		tr, err := NewDedup(writeConfig(t, app+".yaml", fmt.Sprintf(dedupConfig, "100ms", app, false)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		w = e.run(app, "dedup", tr, app+"-in", app+"-out", nil, func(c *pipeline.Config) {
+		w := e.run(app, "dedup", tr, app+"-in", app+"-out", nil, func(c *pipeline.Config) {
 			aborting(e, 0)
 			c.OnEvent = tr.OnEvent
 			c.MaxTxnRecords = 2 // k1 and k2, then the repeat alone
 		}, func() { e.produce(app+"-in", 1, part) })
-		if part[0] == rs[0] && w.Stats().Committed.Load() != 2 {
+		if i == 0 && w.Stats().Committed.Load() != 2 {
 			t.Fatalf("the first worker committed %d transactions, want 2: {k1, k2} and {k2 again}", w.Stats().Committed.Load())
 		}
 	}
