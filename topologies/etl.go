@@ -56,7 +56,8 @@ type ETL struct {
 	reference bool
 	done      []bool // reshape's, reused
 	names     quotedNames
-	doc       *doc // the configuration, which Fork compiles again
+	splice    *spliceJoin // the spliced join, when it applies (etl_splice.go)
+	doc       *doc        // the configuration, which Fork compiles again
 }
 
 type etlField struct {
@@ -214,7 +215,15 @@ func (t *ETL) Declare() pipeline.Declaration {
 
 // Process implements pipeline.Transform.
 func (t *ETL) Process(_ context.Context, in *pipeline.Record, out pipeline.Emitter) error {
+	if t.splice != nil && !t.reference && !t.shaped.on {
+		if done, err := t.processSpliced(in, out); done {
+			return err
+		}
+	}
 	if err := t.env.load(in); err != nil {
+		if t.join != nil {
+			t.join.looked = false // not reached: a value the spliced join scanned parses
+		}
 		return err
 	}
 	if t.join != nil {
@@ -355,6 +364,9 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 		return t.finish(append(b, '}')), nil
 	}
 	if t.spliceable(orig) {
+		if t.splice != nil {
+			t.splice.learn(obj)
+		}
 		// The input as it is, then the new fields (etl_fast.go).
 		b, n = append(b[:0], orig[:len(orig)-1]...), len(obj.keys)
 		for _, f := range t.fields {

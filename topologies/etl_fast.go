@@ -42,6 +42,7 @@ func (t *ETL) plan() {
 		}
 	}
 	t.env.decodeOnly(vm...)
+	t.planSplice()
 }
 
 // copied reports whether reshape copies e's value from raw JSON (when
@@ -229,6 +230,20 @@ func (q *quotedNames) appendName(b []byte, n int, name string) []byte {
 type outputSlab struct{ buf []byte }
 
 const outputSlabBytes = 32 << 10
+
+// make returns n bytes of the slab, to be written once, whose capacity
+// ends with them.
+func (s *outputSlab) make(n int) []byte {
+	if n > cap(s.buf)-len(s.buf) {
+		if n > outputSlabBytes/8 {
+			return make([]byte, n)
+		}
+		s.buf = make([]byte, 0, outputSlabBytes)
+	}
+	m := len(s.buf)
+	s.buf = s.buf[:m+n]
+	return s.buf[m : m+n : m+n]
+}
 
 // clone returns a copy of b in the slab, whose capacity ends with it.
 func (s *outputSlab) clone(b []byte) []byte {
