@@ -337,6 +337,9 @@ func (t *ETL) reshape(orig []byte) ([]byte, error) {
 			if !ok {
 				raw = nullJSON // as the machine reads an absent field
 			}
+			if t.join.canon {
+				return raw, nil, rawCopy, nil // stored as rowCopy writes it
+			}
 			return raw, nil, rowCopy, nil
 		}
 		v, err := f.e.eval(t.env.m)

@@ -65,11 +65,11 @@ type etlJoin struct {
 	copies bool
 	vals   [][]byte
 	po     jsonObject // prepareRow's scanner
-	// adds are the fields the spliced join adds (etl_splice.go), which
-	// each prepared row then starts with, rendered; addBuf is where
-	// prepareRow renders them.
-	adds   []rowAdd
-	addBuf []byte
+	// canon: the prepared rows hold each field as reshape writes it
+	// (appendCanonical), for the spliced join (etl_splice.go), which
+	// copies them as they are; canonBuf is prepareRow's.
+	canon    bool
+	canonBuf []byte
 	// looked: the spliced join already looked the record's key up, and
 	// found lookedRow (nil: none), which lookup takes rather than look
 	// again (the table would count the lookup twice).
@@ -360,11 +360,10 @@ func (j *etlJoin) field(name string) ([]byte, bool) {
 	return nil, false
 }
 
-// A prepared row (with prep) starts with rowGood, then, for the spliced
-// join (adds), uvarint(len) and the added fields as its outputs end with
-// them (0: none, the row takes the general path), then holds, for each
+// A prepared row (with prep) starts with rowGood, then holds, for each
 // of j.fields in order, uvarint(0) when the row lacks it, else
-// uvarint(len+1) and the field's raw JSON value; or it is rowBad and the
+// uvarint(len+1) and the field's raw JSON value (with canon, as reshape
+// writes it); or it is rowBad and the
 // text of the error that dead-letters every record that finds it, the
 // same error decode gives for the raw row.
 const (
@@ -383,28 +382,25 @@ func (j *etlJoin) prepareRow(dst, row []byte) []byte {
 	if err := j.po.parse(row); err != nil {
 		return fail(err)
 	}
-	for _, f := range j.fields {
-		if raw, ok := j.po.get(f); ok && !decodes(raw) {
-			if _, err := decodeJSON(raw); err != nil {
-				return fail(fmt.Errorf("field %q: %w", f, err))
-			}
-		}
-	}
 	dst = append(dst, rowGood)
-	if j.adds != nil {
-		adds, ok := j.appendAdds(j.addBuf[:0])
-		j.addBuf = adds
-		if !ok {
-			adds = nil
-		}
-		dst = binary.AppendUvarint(dst, uint64(len(adds)))
-		dst = append(dst, adds...)
-	}
 	for _, f := range j.fields {
 		raw, ok := j.po.get(f)
 		if !ok {
 			dst = append(dst, 0)
 			continue
+		}
+		if !decodes(raw) {
+			if _, err := decodeJSON(raw); err != nil {
+				return fail(fmt.Errorf("field %q: %w", f, err))
+			}
+		}
+		if j.canon {
+			// As reshape writes it: the spliced join copies it as it is.
+			c, err := appendCanonical(j.canonBuf[:0], raw)
+			if err != nil { // not reached: raw decodes
+				return fail(fmt.Errorf("field %q: %w", f, err))
+			}
+			j.canonBuf, raw = c, c
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(raw))+1)
 		dst = append(dst, raw...)
@@ -425,10 +421,6 @@ func (j *etlJoin) unpack(r []byte) error {
 		clear(j.obj)
 	}
 	r = r[1:]
-	if j.adds != nil {
-		n, w := binary.Uvarint(r)
-		r = r[w+int(n):]
-	}
 	for i, f := range j.fields {
 		n, w := binary.Uvarint(r)
 		r = r[w:]

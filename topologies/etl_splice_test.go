@@ -146,3 +146,32 @@ func TestSplicedJoinIsOffWhenTheConfigurationReadsMore(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSplicedJoin compares the spliced join with the expression machine
+// on any record value, after a record that teaches it the names seq,
+// user, amount and pad.
+func FuzzSplicedJoin(f *testing.F) {
+	learnt := `{"seq":1,"user":"u","amount":2.5,"pad":"xx"}`
+	for _, s := range append(jsonSeeds, learnt, `{"seq":1,"user":"u","amount":2.5,"pad":"xx"} `, `{"seq":1,"user":"u","amount":02.5,"pad":"xx"}`) {
+		f.Add([]byte(s))
+	}
+	path := filepath.Join(f.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte("topology: etl\n"+splicedJoinConfigs[0]), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	fast, err := NewETL(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	ref := referenceETL(f, path)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for k := range 8 {
+		row := randomRow(rng)
+		fillTable(fast.join.table, strconv.Itoa(k), row)
+		fillTable(ref.join.table, strconv.Itoa(k), row)
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		compareETL(t, splicedJoinConfigs[0], fast, ref, &pipeline.Record{Topic: "in", Key: []byte("3"), Value: []byte(learnt)})
+		compareETL(t, splicedJoinConfigs[0], fast, ref, &pipeline.Record{Topic: "in", Key: []byte("3"), Value: v})
+	})
+}

@@ -295,38 +295,49 @@ func literal(b []byte, i int, lit string) (int, error) {
 // scanNumber follows JSON's number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
 func scanNumber(b []byte, i int) (int, error) {
 	start := i
-	digits := func() bool {
-		j := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		return i > j
-	}
 	if b[i] == '-' {
 		i++
 	}
 	switch {
 	case i < len(b) && b[i] == '0':
 		i++
-	case !digits():
-		return 0, fmt.Errorf("invalid JSON: bad number at byte %d", start)
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		i = skipDigits(b, i+1)
+	default:
+		return 0, badNumber(start)
 	}
 	if i < len(b) && b[i] == '.' {
-		i++
-		if !digits() {
-			return 0, fmt.Errorf("invalid JSON: bad number at byte %d", start)
+		j := skipDigits(b, i+1)
+		if j == i+1 {
+			return 0, badNumber(start)
 		}
+		i = j
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if !digits() {
-			return 0, fmt.Errorf("invalid JSON: bad number at byte %d", start)
+		j := skipDigits(b, i)
+		if j == i {
+			return 0, badNumber(start)
 		}
+		i = j
 	}
 	return i, nil
+}
+
+// skipDigits returns the index of the first byte at or after i that is
+// not a decimal digit, or len(b).
+func skipDigits(b []byte, i int) int {
+	for i < len(b) && b[i]-'0' <= 9 {
+		i++
+	}
+	return i
+}
+
+func badNumber(start int) error {
+	return fmt.Errorf("invalid JSON: bad number at byte %d", start)
 }
 
 // decodeJSON decodes one raw JSON value (already validated) for an
