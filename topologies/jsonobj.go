@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -195,7 +196,8 @@ func scanString(b []byte, i int) (int, bool, error) {
 // field) are most of the bytes a record has, and a byte-by-byte loop made
 // the scanner three times slower than github.com/valyala/fastjson on 1 KiB
 // records (BENCHMARKS.md). A word with a hit, or a false hit, which the
-// test can give only beside a real one, is finished byte by byte.
+// test can give only above a real one, ends at its lowest hit; the last
+// few bytes are tested one by one.
 func skipPlain(b []byte, j int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; j+8 <= len(b); j += 8 {
@@ -203,7 +205,9 @@ func skipPlain(b []byte, j int) int {
 		q, bs := w^('"'*ones), w^('\\'*ones) // zero bytes where the quotes, backslashes are
 		hits := (w-0x20*ones)&^w | (q-ones)&^q | (bs-ones)&^bs
 		if hits&highs != 0 {
-			break
+			// The lowest flagged byte is a real hit: a borrow, which
+			// makes the false ones, only runs upwards from one.
+			return j + bits.TrailingZeros64(hits&highs)/8
 		}
 	}
 	for ; j < len(b); j++ {
