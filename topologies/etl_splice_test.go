@@ -123,7 +123,7 @@ func splicedRecord(rng *rand.Rand) []byte {
 func TestSplicedJoinIsOffWhenTheConfigurationReadsMore(t *testing.T) {
 	dir := t.TempDir()
 	for i, body := range []string{
-		"join: {table: tbl, key: k, as: row}\nmap: {owner: row.user}\n",           // a key expression to evaluate
+		"join: {table: tbl, key: k, as: row}\nmap: {owner: row.user}\n",             // a key expression to evaluate
 		"join: {table: tbl, key: _key, as: row}\nmap: {owner: row.user, u: user}\n", // a field of the record
 		"join: {table: tbl, key: _key, as: row}\nmap: {owner: row.user}\nfilter: row.n > 1\n",
 		"join: {table: tbl, key: _key, as: row}\nmap: {owner: row.user}\ndrop: [pad]\n",
