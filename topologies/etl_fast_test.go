@@ -46,25 +46,9 @@ func referenceETL(t testing.TB, path string) *ETL {
 // of int64 and float64 (1e999 fails to decode), nested objects, repeated
 // and missing fields, nulls, rows that are not JSON objects.
 func TestETLFastPathMatchesTheExpressionMachine(t *testing.T) {
-	dir := t.TempDir()
 	for ci, body := range fastPathConfigs {
-		path := filepath.Join(dir, fmt.Sprintf("c%d.yaml", ci))
-		if err := os.WriteFile(path, []byte("topology: etl\n"+body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fast, err := NewETL(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref := referenceETL(t, path)
 		rng := rand.New(rand.NewPCG(uint64(ci), 7))
-		if fast.join != nil {
-			for k := range 8 { // keys 8 and 9 have no row
-				row := randomRow(rng)
-				fillTable(fast.join.table, strconv.Itoa(k), row)
-				fillTable(ref.join.table, strconv.Itoa(k), row)
-			}
-		}
+		fast, ref := fastAndReference(t, body, rng)
 		n := 3000
 		if testing.Short() {
 			n = 500
@@ -87,24 +71,34 @@ func FuzzETLFastPath(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Add([]byte(`{"k":"3","user":"a\u00e9","s":-0,"amount":1e999}`))
-	path := filepath.Join(f.TempDir(), "c.yaml")
-	if err := os.WriteFile(path, []byte("topology: etl\n"+fastPathConfigs[2]), 0o644); err != nil {
-		f.Fatal(err)
-	}
-	fast, err := NewETL(path)
-	if err != nil {
-		f.Fatal(err)
-	}
-	ref := referenceETL(f, path)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for k := range 8 {
-		row := randomRow(rng)
-		fillTable(fast.join.table, strconv.Itoa(k), row)
-		fillTable(ref.join.table, strconv.Itoa(k), row)
-	}
+	fast, ref := fastAndReference(f, fastPathConfigs[2], rand.New(rand.NewPCG(1, 2)))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		compareETL(t, fastPathConfigs[2], fast, ref, &pipeline.Record{Topic: "in", Key: []byte("3"), Value: v})
 	})
+}
+
+// fastAndReference returns the etl of the configuration body, and its
+// reference (referenceETL); with a join, both tables hold the same random
+// rows of keys 0 to 7 (8 and 9 have none).
+func fastAndReference(tb testing.TB, body string, rng *rand.Rand) (fast, ref *ETL) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "etl.yaml")
+	if err := os.WriteFile(path, []byte("topology: etl\n"+body), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	fast, err := NewETL(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ref = referenceETL(tb, path)
+	if fast.join != nil {
+		for k := range 8 {
+			row := randomRow(rng)
+			fillTable(fast.join.table, strconv.Itoa(k), row)
+			fillTable(ref.join.table, strconv.Itoa(k), row)
+		}
+	}
+	return fast, ref
 }
 
 func fillTable(tb *Table, key string, row []byte) {

@@ -3,8 +3,6 @@ package topologies
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,25 +28,11 @@ var splicedJoinConfigs = []string{
 // broken value, an empty object, a record that is not an object; against
 // rows that are random objects, some not JSON, some lacking a field.
 func TestSplicedJoinMatchesTheExpressionMachine(t *testing.T) {
-	dir := t.TempDir()
 	for ci, body := range splicedJoinConfigs {
-		path := filepath.Join(dir, fmt.Sprintf("s%d.yaml", ci))
-		if err := os.WriteFile(path, []byte("topology: etl\n"+body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fast, err := NewETL(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rng := rand.New(rand.NewPCG(uint64(ci), 11))
+		fast, ref := fastAndReference(t, body, rng)
 		if fast.splice == nil {
 			t.Fatalf("%s: the spliced join is off", body)
-		}
-		ref := referenceETL(t, path)
-		rng := rand.New(rand.NewPCG(uint64(ci), 11))
-		for k := range 8 { // keys 8 and 9 have no row
-			row := randomRow(rng)
-			fillTable(fast.join.table, strconv.Itoa(k), row)
-			fillTable(ref.join.table, strconv.Itoa(k), row)
 		}
 		n := 6000
 		if testing.Short() {
@@ -121,8 +105,7 @@ func splicedRecord(rng *rand.Rand) []byte {
 // A configuration the spliced join cannot serve leaves it off: it would
 // skip what these ask of every record.
 func TestSplicedJoinIsOffWhenTheConfigurationReadsMore(t *testing.T) {
-	dir := t.TempDir()
-	for i, body := range []string{
+	for _, body := range []string{
 		"join: {table: tbl, key: k, as: row}\nmap: {owner: row.user}\n",             // a key expression to evaluate
 		"join: {table: tbl, key: _key, as: row}\nmap: {owner: row.user, u: user}\n", // a field of the record
 		"join: {table: tbl, key: _key, as: row}\nmap: {owner: row.user}\nfilter: row.n > 1\n",
@@ -133,15 +116,7 @@ func TestSplicedJoinIsOffWhenTheConfigurationReadsMore(t *testing.T) {
 		"join: {table: tbl, key: _key, as: row}\nmap: {p: _partition, owner: row.user}\n",
 		"map: {owner: user}\n",
 	} {
-		path := filepath.Join(dir, fmt.Sprintf("o%d.yaml", i))
-		if err := os.WriteFile(path, []byte("topology: etl\n"+body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		e, err := NewETL(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.splice != nil {
+		if e, _ := fastAndReference(t, body, rand.New(rand.NewPCG(1, 1))); e.splice != nil {
 			t.Errorf("%q: the spliced join is on", body)
 		}
 	}
@@ -155,21 +130,7 @@ func FuzzSplicedJoin(f *testing.F) {
 	for _, s := range append(jsonSeeds, learnt, `{"seq":1,"user":"u","amount":2.5,"pad":"xx"} `, `{"seq":1,"user":"u","amount":02.5,"pad":"xx"}`) {
 		f.Add([]byte(s))
 	}
-	path := filepath.Join(f.TempDir(), "s.yaml")
-	if err := os.WriteFile(path, []byte("topology: etl\n"+splicedJoinConfigs[0]), 0o644); err != nil {
-		f.Fatal(err)
-	}
-	fast, err := NewETL(path)
-	if err != nil {
-		f.Fatal(err)
-	}
-	ref := referenceETL(f, path)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for k := range 8 {
-		row := randomRow(rng)
-		fillTable(fast.join.table, strconv.Itoa(k), row)
-		fillTable(ref.join.table, strconv.Itoa(k), row)
-	}
+	fast, ref := fastAndReference(f, splicedJoinConfigs[0], rand.New(rand.NewPCG(3, 4)))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		compareETL(t, splicedJoinConfigs[0], fast, ref, &pipeline.Record{Topic: "in", Key: []byte("3"), Value: []byte(learnt)})
 		compareETL(t, splicedJoinConfigs[0], fast, ref, &pipeline.Record{Topic: "in", Key: []byte("3"), Value: v})
