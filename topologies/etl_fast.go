@@ -1,7 +1,6 @@
 package topologies
 
 import (
-	"bytes"
 	"slices"
 	"strconv"
 
@@ -247,13 +246,7 @@ func (s *outputSlab) make(n int) []byte {
 
 // clone returns a copy of b in the slab, whose capacity ends with it.
 func (s *outputSlab) clone(b []byte) []byte {
-	if len(b) > cap(s.buf)-len(s.buf) {
-		if len(b) > outputSlabBytes/8 {
-			return bytes.Clone(b)
-		}
-		s.buf = make([]byte, 0, outputSlabBytes)
-	}
-	n := len(s.buf)
-	s.buf = append(s.buf, b...)
-	return s.buf[n:len(s.buf):len(s.buf)]
+	c := s.make(len(b))
+	copy(c, b)
+	return c
 }

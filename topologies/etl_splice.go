@@ -98,21 +98,20 @@ func (t *ETL) processSpliced(in *pipeline.Record, out pipeline.Emitter) (bool, e
 	v := in.Value
 	n := len(v)
 	for _, a := range s.adds {
-		n += len(a.quoted) + max(len(j.vals[a.field]), len(nullJSON))
+		n += len(a.quoted) + len(orNull(j.vals[a.field]))
+	}
+	empty := len(s.names) == 0 // {}: no comma before the first field
+	if empty {
+		n--
 	}
 	b := t.slab.make(n)[:0]
 	b = append(b, v[:len(v)-1]...)
 	for i, a := range s.adds {
 		q := a.quoted
-		if i == 0 && len(s.names) == 0 {
-			q = q[1:] // {}: no comma before the first field
+		if i == 0 && empty {
+			q = q[1:]
 		}
-		b = append(b, q...)
-		if val := j.vals[a.field]; val != nil {
-			b = append(b, val...)
-		} else {
-			b = append(b, nullJSON...) // as the machine reads an absent field
-		}
+		b = append(append(b, q...), orNull(j.vals[a.field])...)
 	}
 	b = append(b, '}')
 	s.spliced++
@@ -174,4 +173,13 @@ func (s *spliceJoin) scan(b []byte) bool {
 		i = end + 1
 	}
 	return false // not reached
+}
+
+// orNull is raw, or null for a field the row lacks, as the machine reads
+// an absent field.
+func orNull(raw []byte) []byte {
+	if raw == nil {
+		return nullJSON
+	}
+	return raw
 }
