@@ -44,6 +44,14 @@ type Config struct {
 	// be len(Values) and Size is not used. Keys are the same sequence
 	// numbers, so verify judges a copy of them as of any other input.
 	Values [][]byte
+	// Keys, if positive, is how many distinct keys the records cycle
+	// through: record i is keyed i mod Keys (its value still carries seq
+	// i), a stream of events about Keys entities, as a join's input is
+	// about the rows of its table. Such an input is no copy of distinct
+	// keys, and verify says so; its judge reads the seq. The seqs start
+	// at 0 whatever the topic holds, as with Again. Zero: every record
+	// its own key.
+	Keys int64
 	// KeyHeader, if set, names a header every record carries its key in
 	// as well: an event id, as the dedup topology keyed by a header reads
 	// it (key: {header: NAME}), without parsing the value.
@@ -105,6 +113,8 @@ func (c Config) Validate() error {
 		return eos.BadConfig("datagen.Config.Partitions", "must be positive, got %d", c.Partitions)
 	case c.Rate < 0:
 		return eos.BadConfig("datagen.Config.Rate", "must not be negative, got %d", c.Rate)
+	case c.Keys < 0:
+		return eos.BadConfig("datagen.Config.Keys", "must not be negative, got %d", c.Keys)
 	}
 	return nil
 }
@@ -147,7 +157,7 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if !res.Created && !cfg.Again {
+	if !res.Created && !cfg.Again && cfg.Keys == 0 {
 		if res.FirstKey, err = NextKey(ctx, cl, cfg.Topic); err != nil {
 			return res, err
 		}
@@ -200,9 +210,13 @@ func Produce(ctx context.Context, cl *kgo.Client, cfg Config) (Result, error) {
 				break
 			}
 		}
+		k := key
+		if cfg.Keys > 0 {
+			k %= cfg.Keys
+		}
 		r := &kgo.Record{
 			Topic:     cfg.Topic,
-			Key:       strconv.AppendInt(nil, key, 10),
+			Key:       strconv.AppendInt(nil, k, 10),
 			Value:     value,
 			Timestamp: ts,
 		}

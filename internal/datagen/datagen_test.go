@@ -166,6 +166,36 @@ func TestProduceAgainContinuesTheKeySequence(t *testing.T) {
 	}
 }
 
+// Keys cycles the keys (a join's events about the rows of a table) while
+// the values keep counting, and each key stays on one partition.
+func TestProduceKeysCycleWhileTheSeqCounts(t *testing.T) {
+	ctx := testContext(t)
+	c := newCluster(t)
+	cl := newClient(t, c)
+	if _, err := Produce(ctx, cl, Config{Topic: "events", Count: 25, Keys: 7, Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	seqs := map[int64]bool{}
+	partOf := map[string]int32{}
+	for _, r := range readAll(t, ctx, c, "events", 25) {
+		var v decoded
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		if want := strconv.FormatInt(v.Seq%7, 10); string(r.Key) != want {
+			t.Errorf("seq %d keyed %s, want %s", v.Seq, r.Key, want)
+		}
+		if p, ok := partOf[string(r.Key)]; ok && p != r.Partition {
+			t.Errorf("key %s on partitions %d and %d", r.Key, p, r.Partition)
+		}
+		partOf[string(r.Key)] = r.Partition
+		seqs[v.Seq] = true
+	}
+	if len(seqs) != 25 || len(partOf) != 7 {
+		t.Errorf("%d distinct seqs and %d keys, want 25 and 7", len(seqs), len(partOf))
+	}
+}
+
 // Compact creates the topic compacted (an etl join's table), and leaves
 // the policy of a topic it does not create alone.
 func TestProduceCompactCreatesACompactedTopic(t *testing.T) {
@@ -233,6 +263,7 @@ func TestConfigErrors(t *testing.T) {
 		{"negative size", func(c *Config) { c.Size = -1 }, "datagen.Config.Size: must not be negative"},
 		{"zero partitions", func(c *Config) { c.Partitions = 0 }, "datagen.Config.Partitions: must be positive"},
 		{"negative rate", func(c *Config) { c.Rate = -5 }, "datagen.Config.Rate: must not be negative"},
+		{"negative keys", func(c *Config) { c.Keys = -1 }, "datagen.Config.Keys: must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ok

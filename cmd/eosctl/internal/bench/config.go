@@ -613,8 +613,6 @@ func (c *Config) records(size int) int64 {
 		return c.Records
 	case c.Topology == topologyAggregate:
 		return DefaultAggregateRecords
-	case c.Topology == topologyJoin: // a row for every event
-		return min(DefaultRecords(size), c.tableRows())
 	}
 	return DefaultRecords(size)
 }

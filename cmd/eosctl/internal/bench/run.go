@@ -206,7 +206,7 @@ func (b *bencher) produceInputs(ctx context.Context) error {
 				b.cfg.Progress(Progress{Phase: "input", Size: size, Done: done, Total: total, Elapsed: time.Since(start), Runs: b.totalRuns()})
 			}
 		}
-		if _, err := datagen.Produce(ctx, b.adm, datagen.Config{Topic: topic, Count: n, Size: size, Partitions: b.cfg.Partitions, Progress: progress, KeyHeader: b.keyHeader()}); err != nil {
+		if _, err := datagen.Produce(ctx, b.adm, datagen.Config{Topic: topic, Count: n, Size: size, Partitions: b.cfg.Partitions, Progress: progress, KeyHeader: b.keyHeader(), Keys: b.cfg.joinTableRows()}); err != nil {
 			return fmt.Errorf("bench: producing the %d-byte input: %w", size, err)
 		}
 		b.inputs[size] = topic
@@ -419,13 +419,12 @@ func (b *bencher) run(ctx context.Context, round, seq int, mode Mode, cellIv, iv
 		if samples, err = b.readClock(ctx, clock, res.Records); err != nil {
 			return res, fmt.Errorf("bench: %s: %w", name, err)
 		}
-		if err := b.verify(ctx, &res, job); err != nil {
-			return res, fmt.Errorf("bench: %s: %w", name, err)
-		}
+		judge := b.verify
 		if join {
-			if err := b.checkJoin(ctx, &res, job); err != nil {
-				return res, fmt.Errorf("bench: %s: %w", name, err)
-			}
+			judge = b.judgeJoin
+		}
+		if err := judge(ctx, &res, job); err != nil {
+			return res, fmt.Errorf("bench: %s: %w", name, err)
 		}
 	}
 	if !noLatencyPhase(b.cfg.Topology) {
