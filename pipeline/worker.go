@@ -526,6 +526,7 @@ func (w *Worker) reopen(ctx context.Context, sess *txn.Session, cause error) (*t
 		}
 		w.discardHeld()
 		next, err := sess.Reopen(ctx)
+		w.released() // the old client is closed, whether or not a new one opened
 		if err == nil {
 			w.stats.Reinits.Add(1)
 			pid, epoch := next.Producer()
@@ -710,6 +711,7 @@ func (w *Worker) end(ctx context.Context, sess *txn.Session, consumed int) error
 		w.stats.Aborted.Add(1)
 		return err // the session is reopened; its state is reset then
 	}
+	w.released()
 	if !res.Committed {
 		w.discardHeld()
 	}
@@ -751,8 +753,11 @@ func (w *Worker) abort(ctx context.Context, sess *txn.Session) {
 	w.discardHeld()
 	if _, err := sess.End(ectx, false); err != nil {
 		w.log.Warn("aborting the open transaction failed; the coordinator aborts it when this producer is re-initialised or times out", "err", err)
-	} else if w.state != nil {
-		w.state.aborted()
+	} else {
+		w.released()
+		if w.state != nil {
+			w.state.aborted()
+		}
 	}
 	w.stats.Aborted.Add(1)
 }

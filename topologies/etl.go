@@ -208,6 +208,9 @@ func (t *ETL) Fork() pipeline.Transform {
 	return f
 }
 
+// Released implements pipeline.Releaser: the outputs' chunks are reused.
+func (t *ETL) Released() { t.slab.release() }
+
 // Declare implements pipeline.Declarer.
 func (t *ETL) Declare() pipeline.Declaration {
 	return pipeline.Declaration{Outputs: maps.Clone(t.outputs), DeadLetters: true}

@@ -224,24 +224,65 @@ func (q *quotedNames) appendName(b []byte, n int, name string) []byte {
 
 // outputSlab hands out the etl topology's output values as pieces of
 // 32 KiB chunks (the largest the allocator serves from its size classes)
-// rather than one allocation each: a piece is never
-// written again, and a chunk is collected once no output refers to it.
-type outputSlab struct{ buf []byte }
+// rather than one allocation each. A piece is written once; its chunk is
+// handed out again once the worker says the client is done with every
+// output (release, at the end of each transaction), so a steady worker
+// writes its outputs into the same memory, which is neither zeroed by the
+// allocator again nor collected.
+type outputSlab struct {
+	buf  []byte   // the chunk handed out from
+	used [][]byte // chunks filled since the last release
+	free [][]byte // released chunks, handed out again before new ones
+}
 
 const outputSlabBytes = 32 << 10
 
 // make returns n bytes of the slab, to be written once, whose capacity
-// ends with them.
+// ends with them. They are not zeroed: a released chunk holds what its
+// last outputs were.
 func (s *outputSlab) make(n int) []byte {
 	if n > cap(s.buf)-len(s.buf) {
 		if n > outputSlabBytes/8 {
 			return make([]byte, n)
 		}
-		s.buf = make([]byte, 0, outputSlabBytes)
+		s.next()
 	}
 	m := len(s.buf)
 	s.buf = s.buf[:m+n]
 	return s.buf[m : m+n : m+n]
+}
+
+// next makes a fresh chunk the current one: a released one if any.
+func (s *outputSlab) next() {
+	if s.buf != nil {
+		s.used = append(s.used, s.buf)
+	}
+	if k := len(s.free); k > 0 {
+		s.buf, s.free[k-1] = s.free[k-1][:0], nil
+		s.free = s.free[:k-1]
+		return
+	}
+	s.buf = make([]byte, 0, outputSlabBytes)
+}
+
+// outputSlabKeep bounds the chunks a slab keeps for reuse (16 MiB): a
+// transaction of 100 ms at a million records a second, in each of two
+// lanes. A longer transaction's outputs beyond it are allocated and
+// collected as before, so a worker with long intervals holds at most this
+// much more memory than it did without reuse.
+const outputSlabKeep = 512
+
+// release makes every chunk handed out so far reusable: the client holds
+// none of the outputs in them (pipeline.Releaser). It keeps the chunks
+// the outputs since the last release filled, at most outputSlabKeep of
+// them, and drops any released before and not used since, so a burst's
+// memory goes back to the collector after the next, smaller transaction.
+func (s *outputSlab) release() {
+	clear(s.free)
+	s.free = append(s.free[:0], s.used[:min(len(s.used), outputSlabKeep)]...)
+	clear(s.used)
+	s.used = s.used[:0]
+	s.buf = s.buf[:0]
 }
 
 // clone returns a copy of b in the slab, whose capacity ends with it.
