@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"maps"
 	"slices"
@@ -570,13 +571,16 @@ func (r *TableReader) Get(key string) ([]byte, bool, error) {
 // row is Get's row, nil when there is none.
 func (r *TableReader) row(key []byte) ([]byte, error) {
 	t := r.t
-	p := r.partitionOf(key)
+	p, h, ok := r.ahead.hashed(key)
+	if !ok {
+		p, h = r.partitionOf(key), maphash.Bytes(rowIndexSeed, key)
+	}
 	tp := t.owned[p]
 	if tp == nil {
 		return nil, pipeline.DeadLetter("join-key-partition", fmt.Errorf("key %q is in partition %d of table %s: %w (owned: %v); key the input by the join key with Kafka's default partitioner", key, p, t.topic, ErrKeyPartition, slices.Sorted(maps.Keys(t.owned))))
 	}
 	r.lookups.Add(1)
-	v, ok := tp.rows.get(key)
+	v, ok := tp.rows.getHashed(key, h)
 	if !ok {
 		r.misses.Add(1)
 		return nil, nil

@@ -89,7 +89,12 @@ func (x *rowIndex) find(key []byte, h uint64) (at, free int) {
 }
 
 func (x *rowIndex) get(key []byte) ([]byte, bool) {
-	at, _ := x.find(key, maphash.Bytes(rowIndexSeed, key))
+	return x.getHashed(key, maphash.Bytes(rowIndexSeed, key))
+}
+
+// getHashed is get of a key whose hash is h.
+func (x *rowIndex) getHashed(key []byte, h uint64) ([]byte, bool) {
+	at, _ := x.find(key, h)
 	if at < 0 {
 		return nil, false
 	}
@@ -218,10 +223,13 @@ func (x *rowIndex) compactIfWasteful() {
 }
 
 // rowsAhead are the home slots of the keys of records about to be joined,
-// noted by Table.prefetch.
+// noted by Table.prefetch, and the keys' partitions and hashes, which
+// row takes rather than computing them again.
 type rowsAhead struct {
 	notes []rowNote
-	sink  uint64 // what the reads summed, so that they are not optimised away
+	keys  []keyNote // the last run prefetched, in its order
+	next  int       // the index in keys of the next record's key
+	sink  uint64    // what the reads summed, so that they are not optimised away
 }
 
 type rowNote struct {
@@ -230,29 +238,48 @@ type rowNote struct {
 	h uint64
 }
 
+// keyNote is a key's table partition and hash (rowIndexSeed).
+type keyNote struct {
+	key []byte
+	p   int32
+	h   uint64
+}
+
+// hashed returns key's partition and hash as prefetch noted them, if it
+// did: the records are looked up in the order they were prefetched, so
+// the note is nearly always the next one; a record that was not looked
+// up (it took another path) is stepped over. The key is compared, so a
+// note is never taken for another key.
+func (a *rowsAhead) hashed(key []byte) (int32, uint64, bool) {
+	for k := a.next; k < len(a.keys) && k < a.next+4; k++ {
+		if n := &a.keys[k]; bytes.Equal(n.key, key) {
+			a.next = k + 1
+			return n.p, n.h, true
+		}
+	}
+	return 0, 0, false
+}
+
 // prefetch reads the memory the lookups of records' keys will touch (see
 // pipeline.Prefetcher): each key's home slot, then the entry that slot
 // points to if its tag matches. Each is a loop of its own, so that the
 // misses of a whole run of records are in flight at once rather than two
-// a record, one after the other, in Process. The partition is the
-// record's: with a co-partitioned input that is its key's. It changes
-// nothing a lookup could observe.
+// a record, one after the other, in Process. It changes nothing a lookup
+// could observe.
 func (rd *TableReader) prefetch(records []*kgo.Record) {
 	t, a := rd.t, &rd.ahead
-	var last *tablePart
-	lastP := int32(-1)
+	clear(a.keys) // no fetch buffer kept alive by an old note
+	a.keys, a.next = a.keys[:0], 0
 	for _, r := range records {
 		if r.Key == nil {
 			continue
 		}
-		if r.Partition != lastP {
-			last, lastP = t.owned[r.Partition], r.Partition
-		}
-		if last == nil || len(last.rows.slots) == 0 {
-			continue
-		}
+		p := rd.partitionOf(r.Key)
 		h := maphash.Bytes(rowIndexSeed, r.Key)
-		a.notes = append(a.notes, rowNote{&last.rows, int(h) & (len(last.rows.slots) - 1), h})
+		a.keys = append(a.keys, keyNote{r.Key, p, h})
+		if tp := t.owned[p]; tp != nil && len(tp.rows.slots) > 0 {
+			a.notes = append(a.notes, rowNote{&tp.rows, int(h) & (len(tp.rows.slots) - 1), h})
+		}
 	}
 	var s uint64
 	for _, n := range a.notes {

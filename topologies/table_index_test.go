@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A rowIndex answers every get as a map given the same puts and deletes
@@ -54,6 +56,67 @@ func TestRowIndexAgreesWithAMap(t *testing.T) {
 	for _, h := range held {
 		if !bytes.Equal(h.got, h.want) {
 			t.Fatalf("a value returned earlier changed to %q", h.got)
+		}
+	}
+}
+
+// Lookups after a prefetch answer as lookups without one: the key's own
+// row, no row, or the partition's dead letter, whatever the prefetched run
+// held (repeated keys, nil keys, keys of partitions not held) and whatever
+// the lookups do with it (skip records, look up in another order, look up
+// keys never prefetched, or after the rows changed).
+func TestPrefetchedLookupsAnswerAsUnprefetchedOnes(t *testing.T) {
+	tb, err := NewTable("cat", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.nparts = 4
+	tb.owned[0], tb.owned[1], tb.owned[3] = &tablePart{}, &tablePart{}, &tablePart{}
+	rd, plain := tb.Reader(), tb.Reader()
+	rng := rand.New(rand.NewPCG(3, 4))
+	key := func() []byte {
+		if rng.IntN(20) == 0 {
+			return nil
+		}
+		return []byte("k" + strconv.Itoa(rng.IntN(3_000)))
+	}
+	put := func(k []byte) {
+		if tp := tb.owned[plain.partitionOf(k)]; tp != nil {
+			tp.rows.put(k, []byte("row of "+string(k)+" "+strconv.Itoa(rng.IntN(9))))
+		}
+	}
+	for range 2_000 {
+		put(key())
+	}
+	for run := range 3_000 {
+		recs := make([]*kgo.Record, 1+rng.IntN(130))
+		for i := range recs {
+			recs[i] = &kgo.Record{Key: key()}
+			if i > 0 && rng.IntN(8) == 0 {
+				recs[i].Key = recs[i-1].Key // a repeat
+			}
+		}
+		rd.prefetch(recs)
+		for i := 0; i < len(recs); i++ {
+			k := recs[i].Key
+			switch op := rng.IntN(20); {
+			case op == 0:
+				continue // another path took this one
+			case op == 1:
+				k = key() // never prefetched
+			case op == 2 && i+1 < len(recs):
+				k = recs[i+1].Key // out of order
+			case op == 3:
+				put(k) // the row changed since the prefetch
+			}
+			if k == nil {
+				continue
+			}
+			got, gerr := rd.row(k)
+			want, werr := plain.row(k)
+			if !bytes.Equal(got, want) || (got == nil) != (want == nil) || (gerr == nil) != (werr == nil) {
+				t.Fatalf("run %d, record %d, key %s: %q %v after a prefetch, %q %v without", run, i, k, got, gerr, want, werr)
+			}
 		}
 	}
 }
