@@ -113,6 +113,22 @@ func readCommittedRecords(t *testing.T, ctx context.Context, opts []kgo.Opt, wan
 	return got
 }
 
+// runUntilConsumed runs w under ctx until consumed reaches n (or ctx
+// ends), then stops it, failing the test if it stopped with an error.
+func runUntilConsumed(t *testing.T, ctx context.Context, w *pipeline.Worker, consumed *atomic.Int64, n int64) {
+	t.Helper()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	for consumed.Load() < n && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A Forker's records are processed on several goroutines, and what the
 // worker commits is what processing them one by one gives: every record's
 // outputs exactly once and in offset order within its partition, the
@@ -136,16 +152,7 @@ func TestForkedProcessingCommitsEveryRecordsOutputsOnceInOffsetOrder(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	for consumed.Load() < n && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntilConsumed(t, ctx, w, &consumed, n)
 	if c := consumed.Load(); c != n {
 		t.Fatalf("committed %d consumed records, want %d", c, n)
 	}

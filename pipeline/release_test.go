@@ -81,16 +81,7 @@ func TestReleasedComesOnlyOnceTheClientIsDoneWithTheOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, stop := context.WithCancel(testhook.WithAbortFraction(ctx, 0.3))
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	for consumed.Load() < n && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntilConsumed(t, testhook.WithAbortFraction(ctx, 0.3), w, &consumed, n)
 	if aborted.Load() == 0 || tr.released.Load() < 4 {
 		t.Fatalf("%d transactions aborted and %d releases: the test needs both", aborted.Load(), tr.released.Load())
 	}
