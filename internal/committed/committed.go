@@ -23,25 +23,37 @@ import (
 // Records of transactions still open then are not waited for. It joins no
 // group and commits nothing.
 func Read(ctx context.Context, opts []kgo.Opt, topic string) (map[int32][]*kgo.Record, error) {
+	out := map[int32][]*kgo.Record{}
+	err := Each(ctx, opts, topic, func(p int32) { out[p] = nil }, func(r *kgo.Record) {
+		out[r.Partition] = append(out[r.Partition], r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Each is Read for a topic too large to hold: it calls partition with
+// every partition of topic once they are listed, then fn with every record
+// Read would return, in offset order within each partition, from one
+// goroutine, keeping none.
+func Each(ctx context.Context, opts []kgo.Opt, topic string, partition func(int32), fn func(*kgo.Record)) error {
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("committed: creating client: %w", err)
+		return fmt.Errorf("committed: creating client: %w", err)
 	}
 	rs, err := rangeread.Whole(ctx, kadm.NewClient(cl), topic, false)
 	cl.Close()
 	if err != nil {
-		return nil, fmt.Errorf("committed: %w", err)
+		return fmt.Errorf("committed: %w", err)
 	}
-	out := map[int32][]*kgo.Record{}
 	for _, r := range rs[topic] {
-		out[r.Partition] = nil
+		partition(r.Partition)
 	}
-	if err := rangeread.Read(ctx, opts, rs, rangeread.Options{}, func(r *kgo.Record) {
-		out[r.Partition] = append(out[r.Partition], r)
-	}); err != nil {
-		return nil, fmt.Errorf("committed: reading %s: %w", topic, err)
+	if err := rangeread.Read(ctx, opts, rs, rangeread.Options{}, fn); err != nil {
+		return fmt.Errorf("committed: reading %s: %w", topic, err)
 	}
-	return out, nil
+	return nil
 }
 
 // Flatten returns the records of every partition, partition by partition.

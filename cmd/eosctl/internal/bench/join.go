@@ -107,8 +107,8 @@ func (b *bencher) seedJoinTable(ctx context.Context) error {
 // judgeJoin is the join's verdict, in place of verify's copy verdict: the
 // events' keys cycle through the table's (datagen.Config.Keys), so a key
 // is no record's identity once --records passes --table-rows; the seq in
-// its value is. It reads the output as a read_committed consumer sees it
-// and checks that every seq of the backlog, 0 to Records-1, is there
+// its value is. It reads the output as a read_committed consumer sees it,
+// record by record (a bit an event is all it keeps), and checks that every seq of the backlog, 0 to Records-1, is there
 // exactly once; that every output partition holds its seqs in increasing
 // order, which is the input's order (datagen writes each partition in seq
 // order, and a key stays on its partition); and that every record is its
@@ -117,11 +117,11 @@ func (b *bencher) judgeJoin(ctx context.Context, res *RunResult, job copyJob) er
 	if err := b.awaitStable(ctx, job.output); err != nil {
 		return err
 	}
-	parts, err := committed.Read(ctx, b.opts, job.output)
-	if err != nil {
+	j := newJoinJudge(res.Records, b.cfg.tableRows())
+	if err := committed.Each(ctx, b.opts, job.output, func(int32) {}, j.add); err != nil {
 		return fmt.Errorf("reading the output to judge the join: %w", err)
 	}
-	v := judgeJoined(parts, res.Records, b.cfg.tableRows())
+	v := j.verdict()
 	res.Verified, res.Duplicates, res.Missing, res.JoinsChecked = v.ok(), v.duplicates, v.missing, v.records
 	if !v.ok() {
 		return fmt.Errorf("the join's output is not every event exactly once, in order, joined with its row: %s", v)
@@ -129,7 +129,7 @@ func (b *bencher) judgeJoin(ctx context.Context, res *RunResult, job copyJob) er
 	return nil
 }
 
-// joinVerdict is what judgeJoined found.
+// joinVerdict is what a joinJudge found.
 type joinVerdict struct {
 	records                                int64 // output records read
 	duplicates, missing, unexpected, order int64
@@ -146,52 +146,64 @@ func (v joinVerdict) String() string {
 		v.records, v.duplicates, v.missing, v.unexpected, v.order, v.wrong, v.example)
 }
 
-// judgeJoined judges the output of a join of events 0 to events-1 with a
-// table of rows rows.
-func judgeJoined(parts map[int32][]*kgo.Record, events, rows int64) joinVerdict {
-	var v joinVerdict
-	note := func(p int32, r *kgo.Record, what string) {
-		if v.example == "" {
-			v.example = fmt.Sprintf("partition %d offset %d, key %s: %s", p, r.Offset, r.Key, what)
-		}
+// joinJudge judges the output of a join of events 0 to events-1 with a
+// table of rows rows, record by record as they are read, keeping a bit
+// per event and the last seq of each output partition, not the records.
+type joinJudge struct {
+	events, rows int64
+	seen         []uint64 // a bit per seq
+	distinct     int64
+	last         map[int32]int64 // output partition -> its last seq
+	v            joinVerdict
+}
+
+func newJoinJudge(events, rows int64) *joinJudge {
+	return &joinJudge{events: events, rows: rows, seen: make([]uint64, (events+63)/64), last: map[int32]int64{}}
+}
+
+func (j *joinJudge) note(r *kgo.Record, what string) {
+	if j.v.example == "" {
+		j.v.example = fmt.Sprintf("partition %d offset %d, key %s: %s", r.Partition, r.Offset, r.Key, what)
 	}
-	seen := make([]bool, events)
-	distinct := int64(0)
-	for p, rs := range parts {
-		last := int64(-1)
-		for _, r := range rs {
-			v.records++
-			seq, bad := joinWrong(r, rows)
-			switch {
-			case seq < 0 || seq >= events:
-				v.unexpected++
-				if seq >= 0 {
-					bad = fmt.Sprintf("seq %d is no event's (the backlog's are 0 to %d)", seq, events-1)
-				}
-				note(p, r, bad)
-				continue
-			case seen[seq]:
-				v.duplicates++
-				note(p, r, fmt.Sprintf("seq %d again", seq))
-				continue
-			}
-			seen[seq] = true
-			distinct++
-			if seq < last {
-				v.order++
-				note(p, r, fmt.Sprintf("seq %d after %d", seq, last))
-			}
-			last = seq
-			if bad != "" {
-				v.wrong++
-				note(p, r, bad)
-			}
+}
+
+// add judges the next output record of its partition.
+func (j *joinJudge) add(r *kgo.Record) {
+	j.v.records++
+	seq, bad := joinWrong(r, j.rows)
+	switch {
+	case seq < 0 || seq >= j.events:
+		j.v.unexpected++
+		if seq >= 0 {
+			bad = fmt.Sprintf("seq %d is no event's (the backlog's are 0 to %d)", seq, j.events-1)
 		}
+		j.note(r, bad)
+		return
+	case j.seen[seq/64]&(1<<(seq%64)) != 0:
+		j.v.duplicates++
+		j.note(r, fmt.Sprintf("seq %d again", seq))
+		return
 	}
-	v.missing = events - distinct
+	j.seen[seq/64] |= 1 << (seq % 64)
+	j.distinct++
+	if last, ok := j.last[r.Partition]; ok && seq < last {
+		j.v.order++
+		j.note(r, fmt.Sprintf("seq %d after %d", seq, last))
+	}
+	j.last[r.Partition] = seq
+	if bad != "" {
+		j.v.wrong++
+		j.note(r, bad)
+	}
+}
+
+// verdict is the judgment once every record was added.
+func (j *joinJudge) verdict() joinVerdict {
+	v := j.v
+	v.missing = j.events - j.distinct
 	if v.missing > 0 && v.example == "" {
-		for i, ok := range seen {
-			if !ok {
+		for i := range j.events {
+			if j.seen[i/64]&(1<<(i%64)) == 0 {
 				v.example = fmt.Sprintf("seq %d is missing", i)
 				break
 			}

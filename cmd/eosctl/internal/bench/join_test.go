@@ -20,7 +20,7 @@ import (
 // the event rather than the table), not joined, keyed as another event, or
 // an event twice, missing, out of its partition's order, or not an event.
 func TestJoinJudgeFailsWrongJoins(t *testing.T) {
-	const events, rows = 30, 7 // the keys cycle four times and a bit
+	const events, rows = 130, 7 // the keys cycle 18 times and a bit; the judge keeps three words of bits
 	ts := time.UnixMilli(1_700_000_000_000)
 	joined := func(i, row int64, extra string) *kgo.Record {
 		v := datagen.Value(i, ts, 100)
@@ -28,6 +28,16 @@ func TestJoinJudgeFailsWrongJoins(t *testing.T) {
 			extra = `,"owner":"owner-` + strconv.FormatInt(row, 10) + `","list_price":` + jsonFloat(joinAmount(row))
 		}
 		return &kgo.Record{Key: []byte(strconv.FormatInt(i%rows, 10)), Value: append(v[:len(v)-1], extra+"}"...)}
+	}
+	judge := func(parts map[int32][]*kgo.Record) joinVerdict {
+		j := newJoinJudge(events, rows)
+		for p := range int32(3) {
+			for _, r := range parts[p] {
+				r.Partition = p
+				j.add(r)
+			}
+		}
+		return j.verdict()
 	}
 	right := func() map[int32][]*kgo.Record {
 		parts := map[int32][]*kgo.Record{}
@@ -37,7 +47,7 @@ func TestJoinJudgeFailsWrongJoins(t *testing.T) {
 		}
 		return parts
 	}
-	if v := judgeJoined(right(), events, rows); !v.ok() || v.records != events {
+	if v := judge(right()); !v.ok() || v.records != events {
 		t.Fatalf("the right output was judged wrong: %s", v)
 	}
 	// Event 9 (key 2, partition 2) is the one spoiled.
@@ -66,7 +76,7 @@ func TestJoinJudgeFailsWrongJoins(t *testing.T) {
 	} {
 		parts := right()
 		spoil(parts)
-		if v := judgeJoined(parts, events, rows); v.ok() {
+		if v := judge(parts); v.ok() {
 			t.Errorf("%s: judged right: %s", name, v)
 		} else {
 			t.Logf("%s: %s", name, v)
