@@ -252,9 +252,12 @@ func (s *outputSlab) make(n int) []byte {
 	return s.buf[m : m+n : m+n]
 }
 
-// next makes a fresh chunk the current one: a released one if any.
+// next makes a fresh chunk the current one: a released one if any. The
+// filled chunk is kept for the next release unless outputSlabKeep are
+// already: an ETL driven by something other than the worker, which never
+// releases, keeps no more than that.
 func (s *outputSlab) next() {
-	if s.buf != nil {
+	if s.buf != nil && len(s.used) < outputSlabKeep {
 		s.used = append(s.used, s.buf)
 	}
 	if k := len(s.free); k > 0 {
@@ -274,12 +277,12 @@ const outputSlabKeep = 512
 
 // release makes every chunk handed out so far reusable: the client holds
 // none of the outputs in them (pipeline.Releaser). It keeps the chunks
-// the outputs since the last release filled, at most outputSlabKeep of
-// them, and drops any released before and not used since, so a burst's
+// the outputs since the last release filled (at most outputSlabKeep, see
+// next) and drops any released before and not used since, so a burst's
 // memory goes back to the collector after the next, smaller transaction.
 func (s *outputSlab) release() {
 	clear(s.free)
-	s.free = append(s.free[:0], s.used[:min(len(s.used), outputSlabKeep)]...)
+	s.free = append(s.free[:0], s.used...)
 	clear(s.used)
 	s.used = s.used[:0]
 	s.buf = s.buf[:0]

@@ -63,4 +63,13 @@ func TestOutputSlabReusesOnlyReleasedChunks(t *testing.T) {
 	if len(s.free) != 0 {
 		t.Fatalf("%d chunks kept after a transaction that filled none, want 0", len(s.free))
 	}
+	// Never released (an ETL outside the worker), it keeps no more than
+	// outputSlabKeep chunks.
+	var never outputSlab
+	for range 3 * outputSlabKeep * (outputSlabBytes / 1000) {
+		never.make(1000)
+	}
+	if len(never.used) != outputSlabKeep || len(never.free) != 0 {
+		t.Fatalf("never released: %d chunks kept, want %d", len(never.used), outputSlabKeep)
+	}
 }
