@@ -31,6 +31,10 @@ last records of each partition), so running it again, or after an
 interrupted run, adds N new keys and never repeats one: a copy still
 verifies as exactly once. --again writes keys 0..N-1 all the same, as a
 producer re-sending what it sent would: the input of the dedup topology.
+--keys K keys record i by i mod K instead, from seq 0 (its value still
+carries seq i): events about K entities, such as the rows 0..K-1 of a
+join's table written with --count K --compact. Such a topic is no input
+"eosctl verify" judges key by key.
 
 --lines FILE ("-": standard input) writes the lines of a text file instead,
 one record per line (empty lines too), with the same keys: text for the
@@ -52,6 +56,7 @@ topologies/examples/order.schema.json), registered the same way.`,
   eosctl produce --topic lines --lines README.md
   eosctl produce --topic orders --count 1000 --again    # the keys 0..999 once more
   eosctl produce --topic catalog --count 1000 --partitions 3 --compact   # a table for an etl join
+  eosctl produce --topic events --count 100000 --keys 1000 --partitions 3  # events about its 1,000 rows
   eosctl produce --topic in --count 10000 --size 1024 --partitions 12 --rate 5000
   eosctl produce --topic orders-avro --count 1000 --format avro --schema-registry http://127.0.0.1:8081/apis/ccompat/v7
   eosctl produce --topic orders-js --count 1000 --format json-schema --schema-registry http://127.0.0.1:8081/apis/ccompat/v7
@@ -125,6 +130,7 @@ topologies/examples/order.schema.json), registered the same way.`,
 	f.Int32Var(&cfg.Partitions, "partitions", 6, "partitions if the topic is created")
 	f.BoolVar(&cfg.Compact, "compact", false, "create the topic compacted (cleanup.policy=compact), as the table of an etl join wants: its latest row of every key kept for good")
 	f.BoolVar(&cfg.Again, "again", false, "write keys 0..N-1 even if the topic holds records (a re-sending producer), instead of continuing after its highest key")
+	f.Int64Var(&cfg.Keys, "keys", 0, "key record i by i mod this many keys, from seq 0 (events about that many entities, e.g. a join table's rows); 0: every record its own key")
 	f.IntVar(&cfg.Rate, "rate", 0, "records per second (0: as fast as possible)")
 	f.StringVar(&format, "format", "json", "json, avro or protobuf: the same records in Avro or Protobuf, Confluent wire format, schema registered with --schema-registry; json-schema: their JSON in the wire format, validated against a registered JSON Schema")
 	f.StringVar(&schema, "schema", "", "schema file for --format avro, protobuf or json-schema (default: the orders' schema, topologies/examples/order.avsc, order.proto or order.schema.json)")

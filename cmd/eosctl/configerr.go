@@ -33,6 +33,7 @@ var settingFlags = map[string]string{
 	"datagen.Config.Size":                "--size",
 	"datagen.Config.Partitions":          "--partitions",
 	"datagen.Config.Rate":                "--rate",
+	"datagen.Config.Keys":                "--keys",
 	"broker.Config.Nodes":                "--nodes",
 	"broker.Config.RTT":                  "--rtt",
 	"broker.Config.Listen":               "--listen",
