@@ -108,11 +108,12 @@ func (b *bencher) seedJoinTable(ctx context.Context) error {
 // events' keys cycle through the table's (datagen.Config.Keys), so a key
 // is no record's identity once --records passes --table-rows; the seq in
 // its value is. It reads the output as a read_committed consumer sees it,
-// record by record (a bit an event is all it keeps), and checks that every seq of the backlog, 0 to Records-1, is there
-// exactly once; that every output partition holds its seqs in increasing
-// order, which is the input's order (datagen writes each partition in seq
-// order, and a key stays on its partition); and that every record is its
-// event joined with its row (joinWrong).
+// record by record (a bit an event is all it keeps), and checks that
+// every seq of the backlog, 0 to Records-1, is there exactly once; that
+// every output partition holds its seqs in increasing order, which is the
+// input's order (datagen writes each partition in seq order, and a key
+// stays on its partition); and that every record is its event joined
+// with its row (joinWrong).
 func (b *bencher) judgeJoin(ctx context.Context, res *RunResult, job copyJob) error {
 	if err := b.awaitStable(ctx, job.output); err != nil {
 		return err
