@@ -596,8 +596,13 @@ func (r *TableReader) partitionOf(key []byte) int32 {
 	if r.t.nparts <= 1 {
 		return 0
 	}
-	r.rec.Key = key
-	return int32(r.hashed.Partition(&r.rec, int(r.t.nparts)))
+	if key == nil {
+		// The default partitioner does not hash a nil key: it picks a
+		// partition, as franz-go's does here.
+		r.rec.Key = nil
+		return int32(r.hashed.Partition(&r.rec, int(r.t.nparts)))
+	}
+	return keyPartition(key, r.t.nparts)
 }
 
 // Stats returns the Table's counts. It is safe for concurrent use.
