@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eosctl/eos/internal/txn"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,10 +13,12 @@ import (
 // Forker is implemented by a Transform whose Process is a function of the
 // record alone (and of what its Starter's Sync prepared), as an etl's is:
 // a filter, a map, a lookup in a join's table. The worker then cuts each
-// large poll into Config.Parallelism runs of records, processes them at
-// the same time, each with a Transform of its own from Fork, and sends
-// what they emitted from its own goroutine, in offset order within each
-// partition, in the same transaction as ever. A record's outputs, dead
+// large poll into runs of records, which Config.Parallelism goroutines
+// take in order and process at the same time, each with a Transform of
+// its own from Fork; the worker's goroutine sends each run's outputs as
+// soon as the run is processed, while the goroutines go on with the next
+// ones, in offset order within each partition, in the same transaction as
+// ever. A record's outputs, dead
 // letter and idempotency keys are exactly what processing it alone would
 // give; only records of different partitions may interleave differently
 // in the transaction, which nothing downstream can rely on anyway.
@@ -49,17 +52,30 @@ const DefaultParallelism = 4
 // trickle of records gains nothing from it.
 const minParallelRecords = 2 * PrefetchAhead
 
-// lane processes a run of a poll's records on a goroutine of its own,
-// with its own Transform and collector, and keeps what each record gave
-// until the worker sends it.
+// maxRunRecords is the longest run a poll is cut into. The worker's
+// goroutine sends a run's outputs as soon as the run is processed, while
+// the lanes process the next ones: short runs let sending start early and
+// keep the two overlapping, where one run a lane would leave the sender
+// idle until the lanes were done and the lanes idle while it sends.
+const maxRunRecords = 8 * PrefetchAhead
+
+// lane is a goroutine's Transform and collector: it processes runs of a
+// poll's records, one after another, and keeps what each record gave in
+// the run, until the worker sends it.
 type lane struct {
-	t     Transform
-	col   collector
-	rec   Record
+	t   Transform
+	col collector
+	rec Record
+}
+
+// run is a piece of a poll, processed by one lane: its records and what
+// each gave. done is closed once the lane is done with it.
+type run struct {
 	parts []kgo.FetchTopicPartition // the run, as pieces of partitions
 	n     int                       // records in parts
 	outs  []*kgo.Record
 	res   []laneResult
+	done  chan struct{}
 }
 
 // laneResult is what processing one record gave: its outputs
@@ -90,54 +106,94 @@ func (w *Worker) parallelism(fs kgo.Fetches) int {
 	return max(1, min(w.cfg.Parallelism, fs.NumRecords()/PrefetchAhead))
 }
 
-// processParallel is process for a poll split among n goroutines: the
-// lanes run the Transform and its forks, then this goroutine sends each
-// lane's outputs and dead letters in the order the lane processed them,
-// stopping the worker at the first fatal error as process does.
+// processParallel is process for a poll split among n lanes. The poll's
+// records, partition after partition, are cut into runs; each lane takes
+// the next run not yet taken and processes it with its Transform (the
+// worker's or a fork), and this goroutine sends each run's outputs and
+// dead letters in run order, as soon as the run is processed, while the
+// lanes go on with the next. Every partition's records are therefore sent
+// in offset order, even when a partition is cut between runs. The worker
+// stops at the first fatal error as process does: the lanes take no new
+// run, and the transaction is aborted once none is processing.
 func (w *Worker) processParallel(ctx context.Context, sess *txn.Session, fs kgo.Fetches, consumed *int, n int) error {
 	if !sess.InTxn() {
 		if err := sess.Begin(); err != nil {
 			return err
 		}
 	}
-	// The poll's records, partition after partition, cut into n runs of
-	// about as many records each: lane i processes run i, and the lanes
-	// are sent in order, so every partition's records are sent in offset
-	// order even when one is cut between two lanes.
-	lanes := w.lanes(n)
-	per := (fs.NumRecords() + n - 1) / n
-	l := 0
+	lanes, runs := w.lanes(n), w.cut(fs, n)
+	var (
+		next atomic.Int64 // the index of the next run to take
+		stop atomic.Bool  // a fatal error: take no more runs
+		wg   sync.WaitGroup
+	)
+	for _, l := range lanes {
+		wg.Go(func() {
+			// A run is taken only if every run before it was: the
+			// runs the sender waits for, up to the one that stops
+			// it, are all taken, so it never waits for a run no
+			// lane will process.
+			for !stop.Load() {
+				k := int(next.Add(1)) - 1
+				if k >= len(runs) {
+					return
+				}
+				if !l.process(ctx, runs[k]) {
+					stop.Store(true)
+				}
+				close(runs[k].done)
+			}
+		})
+	}
+	var err error
+	for _, r := range runs {
+		<-r.done
+		if err = w.sendRun(ctx, sess, r, consumed); err != nil {
+			break
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	for _, r := range runs {
+		r.reset()
+	}
+	if err != nil {
+		// Only now: an abort releases the Transforms' outputs
+		// (Releaser), which no lane may be writing.
+		w.abort(ctx, sess)
+	}
+	return err
+}
+
+// cut cuts the poll's records into runs, at most maxRunRecords long and
+// at least as many as lanes, partition after partition.
+func (w *Worker) cut(fs kgo.Fetches, lanes int) []*run {
+	per := min(maxRunRecords, (fs.NumRecords()+lanes-1)/lanes)
+	var runs []*run
+	add := func() *run {
+		if len(runs) == len(w.runSet) {
+			w.runSet = append(w.runSet, &run{})
+		}
+		r := w.runSet[len(runs)]
+		r.done = make(chan struct{})
+		runs = append(runs, r)
+		return r
+	}
+	cur := add()
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		for rs := p.Records; len(rs) > 0; {
-			if lanes[l].n == per && l < n-1 {
-				l++
+			if cur.n == per {
+				cur = add()
 			}
-			take := min(len(rs), per-lanes[l].n)
-			if l == n-1 {
-				take = len(rs)
-			}
+			take := min(len(rs), per-cur.n)
 			seg := p
 			seg.Records = rs[:take:take]
-			lanes[l].parts = append(lanes[l].parts, seg)
-			lanes[l].n += take
+			cur.parts = append(cur.parts, seg)
+			cur.n += take
 			rs = rs[take:]
 		}
 	})
-	var wg sync.WaitGroup
-	for _, l := range lanes[1:] {
-		wg.Go(func() { l.run(ctx) })
-	}
-	lanes[0].run(ctx)
-	wg.Wait()
-
-	var err error
-	for _, l := range lanes {
-		if err == nil {
-			err = w.sendLane(ctx, sess, l, consumed)
-		}
-		l.done()
-	}
-	return err
+	return runs
 }
 
 // lanes returns n lanes, the first with the worker's own Transform, the
@@ -155,62 +211,65 @@ func (w *Worker) lanes(n int) []*lane {
 	return w.laneSet[:n]
 }
 
-// run processes the lane's partitions, stopping at a record whose error
+// process processes the run's records with the lane's Transform and
+// reports whether it got through them: it stops at a record whose error
 // is not a dead letter (the worker stops there too).
-func (l *lane) run(ctx context.Context) {
+func (l *lane) process(ctx context.Context, run *run) bool {
 	pf, _ := l.t.(Prefetcher)
-	for _, p := range l.parts {
+	for _, p := range run.parts {
 		for i, r := range p.Records {
 			if pf != nil && i%PrefetchAhead == 0 {
 				pf.Prefetch(p.Records[i:min(i+PrefetchAhead, len(p.Records))])
 			}
 			if r.Attrs.IsControl() {
-				l.res = append(l.res, laneResult{control: true})
+				run.res = append(run.res, laneResult{control: true})
 				continue
 			}
-			l.rec = recordOf(r)
+			l.rec.fill(r)
 			l.col.reset(nil, &l.rec)
 			err := l.t.Process(ctx, &l.rec, &l.col)
 			if l.col.err != nil {
 				err = l.col.err
 			}
-			from := int32(len(l.outs))
+			from := int32(len(run.outs))
 			if err == nil {
-				l.outs = append(l.outs, l.col.pending...)
+				run.outs = append(run.outs, l.col.pending...)
 			}
-			l.res = append(l.res, laneResult{from: from, to: int32(len(l.outs)), err: err})
-			var dl *DeadLetterError
-			if err != nil && !errors.As(err, &dl) {
-				return
+			run.res = append(run.res, laneResult{from: from, to: int32(len(run.outs)), err: err})
+			if err != nil && !isDeadLetter(err) {
+				l.rec = Record{}
+				return false
 			}
 		}
 	}
+	l.rec = Record{}
+	return true
 }
 
-// sendLane produces what the lane's records gave, or their dead letters,
-// in the lane's order, and counts them consumed.
-func (w *Worker) sendLane(ctx context.Context, sess *txn.Session, l *lane, consumed *int) error {
+// sendRun produces what the run's records gave, or their dead letters,
+// in the run's order, and counts them consumed. Its error stops the
+// worker; processParallel aborts the transaction.
+func (w *Worker) sendRun(ctx context.Context, sess *txn.Session, run *run, consumed *int) error {
 	i := 0
-	for _, p := range l.parts {
+	for _, p := range run.parts {
 		for _, r := range p.Records {
-			if i == len(l.res) {
-				return nil // not reached: a lane stops after the result of its failing record, which returns above
+			if i == len(run.res) {
+				return nil // not reached: a run stops after the result of its failing record, which returns above
 			}
-			res := l.res[i]
+			res := run.res[i]
 			i++
 			if res.control {
 				continue
 			}
 			if res.err == nil {
-				for _, o := range l.outs[res.from:res.to] {
+				for _, o := range run.outs[res.from:res.to] {
 					sess.Produce(o)
 				}
 				*consumed++
 				continue
 			}
-			w.rec = recordOf(r)
+			w.rec.fill(r)
 			if err := w.deadLetter(ctx, sess, r, 0, res.err); err != nil {
-				w.abort(ctx, sess)
 				return transformFailed(r, err)
 			}
 			*consumed++
@@ -219,11 +278,19 @@ func (w *Worker) sendLane(ctx context.Context, sess *txn.Session, l *lane, consu
 	return nil
 }
 
-// done empties the lane for the next poll, keeping its buffers.
-func (l *lane) done() {
-	clear(l.parts)
-	clear(l.outs)
-	clear(l.res)
-	l.parts, l.outs, l.res, l.n = l.parts[:0], l.outs[:0], l.res[:0], 0
-	l.rec = Record{}
+// isDeadLetter reports whether err is a dead letter. It is a function of
+// its own so that the target errors.As writes escapes to the heap only
+// when there is an error: declared in the loop of lane.process, it was
+// allocated for every record.
+func isDeadLetter(err error) bool {
+	var dl *DeadLetterError
+	return errors.As(err, &dl)
+}
+
+// reset empties the run for the next poll, keeping its buffers.
+func (r *run) reset() {
+	clear(r.parts)
+	clear(r.outs)
+	clear(r.res)
+	r.parts, r.outs, r.res, r.n = r.parts[:0], r.outs[:0], r.res[:0], 0
 }
