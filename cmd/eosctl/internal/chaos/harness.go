@@ -232,7 +232,7 @@ func (h *harness) startWorker(ctx context.Context, app string, i int, in, out st
 
 // judge stops the tail and verifies the output, filling the result.
 func (h *harness) judge(ctx context.Context, res *Result, in, out string, tail *verify.Tail) error {
-	j, err := h.Judge(ctx, fleet.Verdict{Input: in, Output: out, Tail: tail, Timeout: 2 * time.Minute, TailWithin: 30 * time.Second})
+	j, err := h.Judge(ctx, fleet.Verdict{Input: in, Output: out, Tail: tail, Timeout: 2 * time.Minute, TailWithin: 30 * time.Second, SettleWithin: settleWithin})
 	if err != nil {
 		return err
 	}
@@ -276,6 +276,13 @@ func logLevel() string {
 
 // catchUp bounds how long a scenario waits for the workers to drain the
 // input after the faults.
+// settleWithin is how long a judge waits for the last transactions on the
+// output to finish before reading it (fleet.Verdict.SettleWithin): a
+// killed coordinator's node can hold a commit's markers back for longer
+// than fleet's default. It costs nothing once they are written; a
+// transaction left open is judged as it stands after it.
+const settleWithin = 45 * time.Second
+
 func catchUp() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("EOS_CHAOS_CATCHUP")); err == nil {
 		return d

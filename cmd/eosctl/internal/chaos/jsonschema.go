@@ -102,7 +102,7 @@ func (j *jsonSchemaCopying) finish(ctx context.Context, h *harness, res *Result,
 		return err
 	}
 	h.Stop(20 * time.Second)
-	jd, err := h.Judge(ctx, fleet.Verdict{Input: in, Output: out, Timeout: 2 * time.Minute})
+	jd, err := h.Judge(ctx, fleet.Verdict{Input: in, Output: out, Timeout: 2 * time.Minute, SettleWithin: settleWithin})
 	if err != nil {
 		return err
 	}
