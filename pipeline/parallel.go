@@ -18,9 +18,8 @@ import (
 // its own from Fork; the worker's goroutine sends each run's outputs as
 // soon as the run is processed, while the goroutines go on with the next
 // ones, in offset order within each partition, in the same transaction as
-// ever. A record's outputs, dead
-// letter and idempotency keys are exactly what processing it alone would
-// give; only records of different partitions may interleave differently
+// ever. A record's outputs, dead letter and idempotency keys are exactly
+// what processing it alone would give; only records of different partitions may interleave differently
 // in the transaction, which nothing downstream can rely on anyway.
 //
 // Fork returns a Transform that shares what the receiver only reads (its

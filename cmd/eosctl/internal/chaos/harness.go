@@ -274,8 +274,6 @@ func logLevel() string {
 	return "warn"
 }
 
-// catchUp bounds how long a scenario waits for the workers to drain the
-// input after the faults.
 // settleWithin is how long a judge waits for the last transactions on the
 // output to finish before reading it (fleet.Verdict.SettleWithin): a
 // killed coordinator's node can hold a commit's markers back for longer
@@ -283,6 +281,8 @@ func logLevel() string {
 // transaction left open is judged as it stands after it.
 const settleWithin = 45 * time.Second
 
+// catchUp bounds how long a scenario waits for the workers to drain the
+// input after the faults.
 func catchUp() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("EOS_CHAOS_CATCHUP")); err == nil {
 		return d
