@@ -63,19 +63,37 @@ var ErrNoCommits = errors.New("group has no committed offsets")
 // started creates __consumer_offsets, a leader moving) is retried until ctx
 // ends; one that lasts that long is returned with what it means.
 func Lag(ctx context.Context, adm *kadm.Client, group string, topics ...string) (*GroupLag, error) {
+	var refused error // the last retriable error an attempt returned
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		gl, err := lagOnce(ctx, adm, group, topics...)
+		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, cutMeaning(err, refused)
+		}
 		// A missing topic is retriable to Kafka (it may be being
 		// created) and final to the user, who named it.
 		if err == nil || !kerr.IsRetriable(err) || errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, eos.ErrNoTopic) {
 			return gl, err
 		}
+		refused = err
 		select {
 		case <-ctx.Done():
 			return nil, retriableMeaning(err)
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// cutMeaning says what an attempt that ctx's end cut short means. The
+// client retries a coordinator's refusals itself, so a refusal reaches Lag
+// only when the client gives up; when ctx ends while a request is in
+// flight, the client returns ctx's error and whatever the broker said
+// before is lost. The last refusal Lag saw is named if there was one;
+// otherwise the error says only what is known: nothing answered in time.
+func cutMeaning(err, refused error) error {
+	if refused != nil {
+		return retriableMeaning(refused)
+	}
+	return fmt.Errorf("no answer within the timeout: the group coordinator may not be available yet (a cluster that has just started is still creating __consumer_offsets or electing its leaders), or a broker is down or overloaded; try again in a moment: %w", err)
 }
 
 // retriableMeaning says what a retriable error that outlasted the caller's
