@@ -168,7 +168,7 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "; read in %v.", r.Elapsed.Round(time.Millisecond))
 	if r.InputDuplicates > 0 {
-		fmt.Fprintf(&b, " WARNING: the input itself repeats %d keys (e.g. %s): verify judges keys, and eosctl produce never repeats one (a rerun continues after the highest key), so something else wrote them; only first copies were judged.",
+		fmt.Fprintf(&b, " WARNING: the input itself repeats %d keys (e.g. %s): they were written more than once (by eosctl produce --again, a producer that re-sent, or a second writer; a plain rerun of produce continues after the highest key), and verify judged the first copy of each.",
 			r.InputDuplicates, strings.Join(r.InputDuplicateExamples, " "))
 	}
 	return b.String()
