@@ -26,17 +26,34 @@ func coordinatorNotAvailable(b *broker.Broker, n int64) *atomic.Int64 {
 		}
 		b.Cluster().KeepControl()
 		refused.Add(1)
-		r := req.(*kmsg.OffsetFetchRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		for _, g := range r.Groups {
-			rg := kmsg.NewOffsetFetchResponseGroup()
-			rg.Group, rg.ErrorCode = g.Group, kerr.CoordinatorNotAvailable.Code
-			resp.Groups = append(resp.Groups, rg)
-		}
-		return resp, nil, true
+		return refusal(req), nil, true
 	})
 	return &refused
+}
+
+// refusal answers an OffsetFetch request with COORDINATOR_NOT_AVAILABLE for
+// every group it names.
+func refusal(req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.OffsetFetchRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+	for _, g := range r.Groups {
+		rg := kmsg.NewOffsetFetchResponseGroup()
+		rg.Group, rg.ErrorCode = g.Group, kerr.CoordinatorNotAvailable.Code
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}
+
+// groupLaggingBy3 starts an embedded broker whose group g has committed
+// offset 2 of in's 5 records.
+func groupLaggingBy3(t *testing.T) (*broker.Broker, *cluster) {
+	b := testbroker.Embedded(t, broker.Config{})
+	c := newClusterOn(t, b)
+	c.topic(t, "in", 1)
+	c.produce(t, "in", 0, 5)
+	commit(t, c, "g", "in", 0, 2)
+	return b, c
 }
 
 // Lag waits out a group coordinator that is not available yet, rather than
@@ -45,11 +62,7 @@ func coordinatorNotAvailable(b *broker.Broker, n int64) *atomic.Int64 {
 // ctx's deadline, says what that means. Embedded only: Apache Kafka's
 // coordinator cannot be held unavailable on demand.
 func TestLagWaitsForTheGroupCoordinator(t *testing.T) {
-	b := testbroker.Embedded(t, broker.Config{})
-	c := newClusterOn(t, b)
-	c.topic(t, "in", 1)
-	c.produce(t, "in", 0, 5)
-	commit(t, c, "g", "in", 0, 2)
+	b, c := groupLaggingBy3(t)
 
 	refused := coordinatorNotAvailable(b, 3)
 	gl, err := Lag(c.ctx, c.adm, "g")
@@ -81,11 +94,7 @@ func isNoAnswer(err error) bool {
 // known, that nothing answered in time, not a bare "context deadline
 // exceeded" (which CI once printed) and not a refusal it did not see.
 func TestLagSaysNothingAnsweredWhenItsDeadlineCutsARequest(t *testing.T) {
-	b := testbroker.Embedded(t, broker.Config{})
-	c := newClusterOn(t, b)
-	c.topic(t, "in", 1)
-	c.produce(t, "in", 0, 5)
-	commit(t, c, "g", "in", 0, 2)
+	b, c := groupLaggingBy3(t)
 
 	// The first OffsetFetch is refused; every later one is held until the
 	// test ends, far past Lag's deadline.
@@ -98,15 +107,7 @@ func TestLagSaysNothingAnsweredWhenItsDeadlineCutsARequest(t *testing.T) {
 			b.Cluster().SleepControl(func() { <-release })
 			return nil, nil, false
 		}
-		r := req.(*kmsg.OffsetFetchRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		for _, g := range r.Groups {
-			rg := kmsg.NewOffsetFetchResponseGroup()
-			rg.Group, rg.ErrorCode = g.Group, kerr.CoordinatorNotAvailable.Code
-			resp.Groups = append(resp.Groups, rg)
-		}
-		return resp, nil, true
+		return refusal(req), nil, true
 	})
 	ctx, cancel := context.WithTimeout(c.ctx, time.Second)
 	defer cancel()
