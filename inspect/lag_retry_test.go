@@ -118,4 +118,12 @@ func TestLagSaysNothingAnsweredWhenItsDeadlineCutsARequest(t *testing.T) {
 	if !isNoAnswer(err) {
 		t.Fatalf("Lag cut by its deadline with a request in flight: %v; want an error saying nothing answered in time and what that may mean", err)
 	}
+
+	// A cancel (Ctrl-C) is not a wait that ran out: it is not explained
+	// as one.
+	ctx, cancel = context.WithCancel(c.ctx)
+	time.AfterFunc(300*time.Millisecond, cancel)
+	if _, err := Lag(ctx, c.adm, "g"); !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "within the timeout") {
+		t.Fatalf("Lag canceled with a request in flight: %v; want the cancel, not a timeout's meaning", err)
+	}
 }
