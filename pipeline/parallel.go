@@ -19,8 +19,9 @@ import (
 // soon as the run is processed, while the goroutines go on with the next
 // ones, in offset order within each partition, in the same transaction as
 // ever. A record's outputs, dead letter and idempotency keys are exactly
-// what processing it alone would give; only records of different partitions may interleave differently
-// in the transaction, which nothing downstream can rely on anyway.
+// what processing it alone would give; only records of different
+// partitions may interleave differently in the transaction, which nothing
+// downstream can rely on anyway.
 //
 // Fork returns a Transform that shares what the receiver only reads (its
 // configuration, a join's table) and owns everything Process writes (its

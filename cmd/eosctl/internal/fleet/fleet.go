@@ -340,7 +340,8 @@ type Judgement struct {
 // Judge waits up to v.SettleWithin (10s by default) for the transactions
 // on v.Output to finish, reads v.Output with verify against v.Input and
 // then stops v.Tail, once it has seen as many keys as there were input
-// records or after v.TailWithin. The error is verify's failure to run, not a verdict.
+// records or after v.TailWithin. The error is verify's failure to run,
+// not a verdict.
 func (f *Fleet) Judge(ctx context.Context, v Verdict) (Judgement, error) {
 	// The workers' last commit may still have its markers on the way to
 	// the output (Apache Kafka writes each partition's apart, after the
