@@ -153,6 +153,7 @@ type peerLine struct {
 	Threads  int               `json:"threads"`
 	Producer map[string]string `json:"producer"`
 	Consumer map[string]string `json:"consumer"`
+	Consumed int64             `json:"consumed"` // records the measured instance had consumed when it printed the line
 }
 
 // jvmArgs is the command line of JVM i of job: -Xmx, as many processors as
@@ -198,6 +199,20 @@ func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJ
 			if l.Threads != job.threads {
 				onEvent(pipeline.Event{Time: time.Now(), Kind: pipeline.EventStopped,
 					Err: fmt.Sprintf("%s worker %d runs %d threads, not the %d it was given", job.mode, i, l.Threads, job.threads)})
+			}
+			// CPU counts from this line, so work before it escapes the
+			// figures. The Java loop consumes nothing until every loop
+			// has joined; Kafka Streams cannot be held back like that (a
+			// thread given its tasks runs them while the client is still
+			// REBALANCING), so its early work is said, not refused: it
+			// can only understate the peer's CPU.
+			switch {
+			case l.Consumed > 0 && !job.mode.kstreams():
+				onEvent(pipeline.Event{Time: time.Now(), Kind: pipeline.EventStopped,
+					Err: fmt.Sprintf("%s worker %d had consumed %d records before it reported started; its CPU figure would leave them out", job.mode, i, l.Consumed)})
+			case l.Consumed > 0:
+				cfg.Logger.Warn("a Kafka Streams peer processed records before it reached RUNNING; its CPU figure leaves them out",
+					"mode", job.mode, "worker", i, "records", l.Consumed)
 			}
 			f.settingsMu.Lock()
 			if f.settings == nil && l.Producer != nil {

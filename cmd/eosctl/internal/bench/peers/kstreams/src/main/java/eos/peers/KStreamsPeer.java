@@ -399,7 +399,7 @@ public final class KStreamsPeer {
                 + ",\"commit_interval_ms\":" + f.commitIntervalMs + ",\"kafka_streams\":\"" + KAFKA_STREAMS_VERSION
                 + "\",\"producer\":" + Clients.effective(clients.producer, true)
                 + ",\"consumer\":" + Clients.effective(clients.consumer, false)
-                + ",\"pid\":" + ProcessHandle.current().pid() + "}");
+                + ",\"consumed\":" + consumed.get() + ",\"pid\":" + ProcessHandle.current().pid() + "}");
         }
 
         /** Closes the instance, leaving the group; 0 if it closed cleanly without a failure. */
