@@ -66,9 +66,8 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics ...string) 
 	var refused error // the last retriable error an attempt returned
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		gl, err := lagOnce(ctx, adm, group, topics...)
-		// A deadline, not a cancel (Ctrl-C), is a wait that ran out.
 		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, cutMeaning(err, refused)
+			return nil, ended(ctx.Err(), err, refused)
 		}
 		// A missing topic is retriable to Kafka (it may be being
 		// created) and final to the user, who named it.
@@ -78,20 +77,29 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics ...string) 
 		refused = err
 		select {
 		case <-ctx.Done():
-			return nil, retriableMeaning(err)
+			return nil, ended(ctx.Err(), err, refused)
 		case <-time.After(backoff):
 		}
 	}
 }
 
-// cutMeaning says what an attempt that ctx's end cut short means. The
-// client retries a coordinator's refusals itself, so a refusal reaches Lag
-// only when the client gives up; when ctx ends while a request is in
-// flight, the client returns ctx's error and whatever the broker said
-// before is lost. The last refusal Lag saw is named if there was one;
-// otherwise the error says only what is known: nothing answered in time.
-func cutMeaning(err, refused error) error {
-	if refused != nil {
+// ended says what it means that Lag's ctx ended (cause: ctx.Err()) with
+// err the last attempt's error and refused the last retriable error an
+// attempt returned. A cancel (Ctrl-C) is not a wait that ran out: it is
+// returned as the cancel, with the cluster's last answer if it was not
+// the cancel itself. A deadline is explained. The client retries a
+// coordinator's refusals itself, so a refusal reaches Lag only when the
+// client gives up; when the deadline ends while a request is in flight,
+// the client returns ctx's error and whatever the broker said before is
+// lost. The last refusal Lag saw is named if there was one; otherwise the
+// error says only what is known: nothing answered in time.
+func ended(cause, err, refused error) error {
+	switch {
+	case !errors.Is(cause, context.DeadlineExceeded) && errors.Is(err, cause):
+		return err
+	case !errors.Is(cause, context.DeadlineExceeded):
+		return fmt.Errorf("%w (the cluster's last answer: %w)", cause, err)
+	case refused != nil:
 		return retriableMeaning(refused)
 	}
 	return fmt.Errorf("no answer within the timeout: the group coordinator may not be available yet (a cluster that has just started is still creating __consumer_offsets or electing its leaders), or a broker is down or overloaded; try again in a moment: %w", err)

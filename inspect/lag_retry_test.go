@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -125,5 +126,39 @@ func TestLagSaysNothingAnsweredWhenItsDeadlineCutsARequest(t *testing.T) {
 	time.AfterFunc(300*time.Millisecond, cancel)
 	if _, err := Lag(ctx, c.adm, "g"); !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "within the timeout") {
 		t.Fatalf("Lag canceled with a request in flight: %v; want the cancel, not a timeout's meaning", err)
+	}
+}
+
+// What Lag returns when its ctx ends, for each way it can end: in Lag's own
+// backoff after a refusal, or with a request in flight, by a deadline or a
+// cancel. The backoff case cannot be timed against a broker (the client
+// retries refusals itself first), so ended is checked directly.
+func TestLagExplainsADeadlineAndReturnsACancel(t *testing.T) {
+	refused := kerr.CoordinatorNotAvailable
+	cut := func(cause error) error {
+		return fmt.Errorf("fetching the committed offsets of group %q: %w", "g", cause)
+	}
+	for _, tc := range []struct {
+		name                string
+		cause, err, refused error
+		want                func(error) bool
+	}{
+		{"deadline in Lag's backoff", context.DeadlineExceeded, refused, refused, func(err error) bool {
+			return errors.Is(err, refused) && strings.Contains(err.Error(), "the group coordinator was not available within the timeout")
+		}},
+		{"deadline cutting a request after a refusal", context.DeadlineExceeded, cut(context.DeadlineExceeded), refused, func(err error) bool {
+			return errors.Is(err, refused) && strings.Contains(err.Error(), "the group coordinator was not available within the timeout")
+		}},
+		{"deadline cutting the first request", context.DeadlineExceeded, cut(context.DeadlineExceeded), nil, isNoAnswer},
+		{"cancel in Lag's backoff", context.Canceled, refused, refused, func(err error) bool {
+			return errors.Is(err, context.Canceled) && errors.Is(err, refused) && !strings.Contains(err.Error(), "within the timeout")
+		}},
+		{"cancel cutting a request", context.Canceled, cut(context.Canceled), refused, func(err error) bool {
+			return errors.Is(err, context.Canceled) && err.Error() == cut(context.Canceled).Error()
+		}},
+	} {
+		if got := ended(tc.cause, tc.err, tc.refused); !tc.want(got) {
+			t.Errorf("%s: Lag returns %v", tc.name, got)
+		}
 	}
 }
