@@ -83,8 +83,9 @@ always runs first:
             is warm. The JVM peers report no commits: their progress is
             their group's committed offsets, read from the broker every
             25 ms, so their txn/s, commit timings and overhead show "-";
-            their throughput, e2e latency, CPU (counted from when the JVM
-            printed started, after its warm-up) and peak RSS (the whole
+            their throughput, e2e latency, CPU (counted from the measured
+            instance's first record or its started line, whichever came
+            first, after its warm-up) and peak RSS (the whole
             process: heap, RocksDB and other native memory) are measured as
             the others';
   eos-nopreagg  eos on the aggregate topology with preaggregate: false: no

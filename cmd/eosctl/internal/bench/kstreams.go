@@ -132,7 +132,7 @@ func peerJar(ctx context.Context, logger interface{ Warn(string, ...any) }) (str
 // timings and overhead of a kstreams run are 0 and the table shows "-".
 type kstreamsFleet struct {
 	children
-	cpu0     time.Duration // the JVMs' CPU until each reached RUNNING
+	cpu0     time.Duration // the JVMs' CPU until each processed its first record or reached RUNNING
 	cpuMu    sync.Mutex
 	started  chan struct{} // closed when the first JVM reached RUNNING
 	startedT time.Time
@@ -191,28 +191,45 @@ func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJ
 	f := &kstreamsFleet{started: make(chan struct{}), polled: make(chan struct{}), stateDir: stateDir}
 	for i := range job.workers {
 		args := jvmArgs(cfg, brokers, job, stateDir, i)
+		// CPU is counted from the first record the measured instance
+		// processes or from RUNNING, whichever comes first: the JVM's
+		// start (class loading, the warm-up, the topology's build, the
+		// group join) is not the drain, but a Kafka Streams thread given
+		// its tasks processes while the client is still REBALANCING (one
+		// run did 16% of its backlog so). The peer runs as java itself,
+		// so its pid is the child's. Lines come in order on one goroutine.
+		counted := false
+		from := func(pid int) {
+			if counted {
+				return
+			}
+			counted = true
+			f.cpuMu.Lock()
+			f.cpu0 += supervise.ProcessCPU(pid)
+			f.cpuMu.Unlock()
+		}
 		parse := func(line []byte) {
 			var l peerLine
-			if json.Unmarshal(line, &l) != nil || l.Kind != "started" {
+			if json.Unmarshal(line, &l) != nil {
+				return
+			}
+			if l.Kind == "processing" {
+				from(l.PID)
+				return
+			}
+			if l.Kind != "started" {
 				return
 			}
 			if l.Threads != job.threads {
 				onEvent(pipeline.Event{Time: time.Now(), Kind: pipeline.EventStopped,
 					Err: fmt.Sprintf("%s worker %d runs %d threads, not the %d it was given", job.mode, i, l.Threads, job.threads)})
 			}
-			// CPU counts from this line, so work before it escapes the
-			// figures. The Java loop consumes nothing until every loop
-			// has joined; Kafka Streams cannot be held back like that (a
-			// thread given its tasks runs them while the client is still
-			// REBALANCING), so its early work is said, not refused: it
-			// can only understate the peer's CPU.
-			switch {
-			case l.Consumed > 0 && !job.mode.kstreams():
+			// The Java loop consumes nothing until every loop has joined
+			// and prints no processing line: work before this line would
+			// escape its CPU figure.
+			if l.Consumed > 0 && !job.mode.kstreams() {
 				onEvent(pipeline.Event{Time: time.Now(), Kind: pipeline.EventStopped,
 					Err: fmt.Sprintf("%s worker %d had consumed %d records before it reported started; its CPU figure would leave them out", job.mode, i, l.Consumed)})
-			case l.Consumed > 0:
-				cfg.Logger.Warn("a Kafka Streams peer processed records before it reached RUNNING; its CPU figure leaves them out",
-					"mode", job.mode, "worker", i, "records", l.Consumed)
 			}
 			f.settingsMu.Lock()
 			if f.settings == nil && l.Producer != nil {
@@ -220,12 +237,7 @@ func startKStreams(ctx context.Context, cfg *Config, brokers []string, job copyJ
 				f.settings = &s
 			}
 			f.settingsMu.Unlock()
-			// CPU is counted from RUNNING: the JVM's start (class loading,
-			// the topology's build, the group join) is not the drain. The
-			// peer runs as java itself, so its pid is the child's.
-			f.cpuMu.Lock()
-			f.cpu0 += supervise.ProcessCPU(l.PID)
-			f.cpuMu.Unlock()
+			from(l.PID)
 			f.once.Do(func() { f.startedT = time.Now(); close(f.started) })
 		}
 		pc := supervise.Config{Name: fmt.Sprintf("%s worker %d", job.mode, i), Bin: "java", Args: args, OnLine: parse}
@@ -308,7 +320,8 @@ func (f *kstreamsFleet) reported() *pipeline.ClientSettings {
 	return f.settings
 }
 
-// cpu is the JVMs' CPU since each reached RUNNING.
+// cpu is the JVMs' CPU since each processed its first record or reached
+// RUNNING, whichever came first.
 func (f *kstreamsFleet) cpu() time.Duration {
 	f.cpuMu.Lock()
 	defer f.cpuMu.Unlock()

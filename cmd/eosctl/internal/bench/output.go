@@ -227,7 +227,7 @@ func wrapLines(s string, width int) string {
 func writeNotes(w io.Writer, r *Report) {
 	p := r.Params
 	if slices.ContainsFunc(p.Modes, Mode.jvm) {
-		fmt.Fprintln(w, "JVM modes (kstreams: Kafka Streams with exactly_once_v2; javaloop: a hand-written Java transactional copy loop; -defaults: with their clients' defaults instead of eos's settings) run one JVM per worker; their progress is their group's committed offsets read from the broker, so they have no txn/s, commit timings or overhead (-); their CPU counts from when each JVM printed started, after its warm-up")
+		fmt.Fprintln(w, "JVM modes (kstreams: Kafka Streams with exactly_once_v2; javaloop: a hand-written Java transactional copy loop; -defaults: with their clients' defaults instead of eos's settings) run one JVM per worker; their progress is their group's committed offsets read from the broker, so they have no txn/s, commit timings or overhead (-); their CPU counts from each JVM's first measured record or its started line, whichever came first, after its warm-up")
 	}
 	for _, c := range r.Cells {
 		for _, m := range []Mode{ModeKStreamsDefaults, ModeJavaLoop, ModeJavaLoopDefaults} {

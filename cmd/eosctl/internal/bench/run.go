@@ -629,7 +629,7 @@ func (b *bencher) params() Params {
 	if slices.ContainsFunc(c.Modes, Mode.jvm) {
 		p.JVMHeap, p.KStreamsStore = c.JVMHeap, c.KStreamsStore
 		p.Copiers += "; the JVM modes as one JVM per worker (java -Xmx" + c.JVMHeap + " -XX:ActiveProcessorCount=THREADS, Kafka Streams with THREADS stream threads, the Java loop with THREADS loops); the Go copiers with GOMAXPROCS=THREADS"
-		p.CPUScope += "; for the JVM modes, from when each JVM printed started (its start, class loading, warm-up and group join left out)"
+		p.CPUScope += "; for the JVM modes, from when each JVM processed its first measured record or printed started, whichever came first (its start, class loading, warm-up and group join left out)"
 		p.RSSScope += "; a JVM's VmHWM is its whole resident memory: heap, metaspace, code cache, thread stacks and RocksDB's native memory"
 		if c.WarmupRecords > 0 {
 			p.WarmupRecords = c.WarmupRecords

@@ -230,7 +230,7 @@ final class Aggregate {
 
         @Override
         public void process(Record<byte[], byte[]> r) {
-            KStreamsPeer.consumed.incrementAndGet();
+            KStreamsPeer.consumedOne();
             var md = ctx.recordMetadata().orElseThrow();
             String source = md.topic() + "/" + md.partition() + "/" + md.offset();
             Staged s = new Staged();

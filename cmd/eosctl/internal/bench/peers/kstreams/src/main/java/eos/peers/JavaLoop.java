@@ -52,7 +52,7 @@ import org.slf4j.LoggerFactory;
  *       aborted transaction had read is read again.</li>
  * </ul>
  *
- * stdout carries the same lines as the Kafka Streams peer: "warmed" (with --warmup-input), "started"
+ * stdout carries the lines of the Kafka Streams peer but "processing": "warmed" (with --warmup-input), "started"
  * (once every loop has joined the group, with the effective producer and consumer settings and the records
  * consumed so far, 0: a loop consumes nothing until every loop has joined), "stopped".
  */

@@ -37,8 +37,12 @@ import org.slf4j.LoggerFactory;
  * written idiomatically with the Kafka Streams DSL and run with exactly_once_v2, so that the two
  * can be measured on the same cluster and judged by the same verifiers. See README.md.
  *
- * <p>stdout carries exactly two JSON lines, {"kind":"started",...} once Kafka Streams first reaches
- * RUNNING and {"kind":"stopped",...} after a clean close; everything else goes to stderr.
+ * <p>stdout carries JSON lines: {"kind":"warmed",...} after the warm-up (with --warmup-input),
+ * {"kind":"processing","pid":N} when the measured instance processes its first record,
+ * {"kind":"started",...} once Kafka Streams first reaches RUNNING, and {"kind":"stopped",...} after a
+ * clean close; everything else goes to stderr. A stream thread given its tasks runs them while the client
+ * is still REBALANCING, so "processing" may come well before "started": eosctl bench counts the JVM's CPU
+ * from whichever comes first.
  */
 public final class KStreamsPeer {
     static final String KAFKA_STREAMS_VERSION = "4.4.0";
@@ -46,6 +50,22 @@ public final class KStreamsPeer {
 
     /** Counts for the stopped line. They count records as processed, aborted attempts included. */
     static final AtomicLong consumed = new AtomicLong();
+
+    /** Where the measured instance's first record is announced; null while the warm-up runs. */
+    static volatile PrintStream measuring;
+
+    /**
+     * Counts a record a processor consumed and, for the measured instance's first, prints the processing
+     * line (on the stream thread, once).
+     */
+    static void consumedOne() {
+        if (consumed.incrementAndGet() == 1) {
+            PrintStream o = measuring;
+            if (o != null) {
+                o.println("{\"kind\":\"processing\",\"pid\":" + ProcessHandle.current().pid() + "}");
+            }
+        }
+    }
     static final AtomicLong produced = new AtomicLong();
     static final AtomicLong deadLettered = new AtomicLong();
 
@@ -303,6 +323,7 @@ public final class KStreamsPeer {
             deadLettered.set(0);
         }
         Instance measured;
+        measuring = out;
         try {
             measured = Instance.start(f);
         } catch (Exception e) {

@@ -41,7 +41,7 @@ final class Passthrough {
 
                 @Override
                 public void process(FixedKeyRecord<byte[], byte[]> r) {
-                    KStreamsPeer.consumed.incrementAndGet();
+                    KStreamsPeer.consumedOne();
                     inputPartition.set(ctx.recordMetadata().map(m -> m.partition()).orElse(null));
                     try {
                         ctx.forward(r);
