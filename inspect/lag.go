@@ -66,7 +66,7 @@ func Lag(ctx context.Context, adm *kadm.Client, group string, topics ...string) 
 	var refused error // the last retriable error an attempt returned
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		gl, err := lagOnce(ctx, adm, group, topics...)
-		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) { // an attempt ctx's end cut short
 			return nil, ended(ctx.Err(), err, refused)
 		}
 		// A missing topic is retriable to Kafka (it may be being

@@ -50,6 +50,8 @@ public final class KStreamsPeer {
 
     /** Counts for the stopped line. They count records as processed, aborted attempts included. */
     static final AtomicLong consumed = new AtomicLong();
+    static final AtomicLong produced = new AtomicLong();
+    static final AtomicLong deadLettered = new AtomicLong();
 
     /** Where the measured instance's first record is announced; null while the warm-up runs. */
     static volatile PrintStream measuring;
@@ -66,8 +68,6 @@ public final class KStreamsPeer {
             }
         }
     }
-    static final AtomicLong produced = new AtomicLong();
-    static final AtomicLong deadLettered = new AtomicLong();
 
     static final String USAGE = String.join("\n",
         "Usage: java -jar kstreams-peer.jar --bootstrap HOST:PORT --app-id APP --input TOPIC --output TOPIC",
